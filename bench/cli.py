@@ -1,0 +1,65 @@
+"""``ltr-bench``: the command every Snakemake rule calls.
+
+Each stage module owns its sub-commands through a ``register_cli(subparsers)`` function
+that adds parsers and sets ``func`` on them; this file only lists the modules, so adding a
+stage never touches another stage's code. Modules are imported lazily: ``ltr-bench fetch``
+does not pay for importing torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# module -> the sub-commands it registers (listed so `--help` works without importing all)
+STAGES: dict[str, tuple[str, ...]] = {
+    "bench.data.cli": ("datasets", "fetch", "prepare", "synthetic"),
+    "bench.train": ("train",),
+    "bench.gbdt": ("gbdt",),
+    "bench.evaluate": ("evaluate",),
+    "bench.stats": ("stats",),
+    "bench.report.cli": ("table", "figure", "compare-table"),
+    "bench.frozen": ("freeze", "check-frozen"),
+    "bench.perf": ("perf",),
+}
+
+
+class CliError(Exception):
+    """An error the user can fix; printed without a traceback, exit status 2."""
+
+
+def _build_parser(wanted: str | None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ltr-bench", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for module_name, commands in STAGES.items():
+        if wanted is not None and wanted not in commands:
+            continue
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name and module_name.startswith(exc.name):
+                continue  # stage not built yet: its commands are simply absent
+            raise
+        module.register_cli(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``ltr-bench`` console script."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    wanted = argv[0] if argv and not argv[0].startswith("-") else None
+    known = {c for cmds in STAGES.values() for c in cmds}
+    parser = _build_parser(wanted if wanted in known else None)
+    args = parser.parse_args(argv)
+    try:
+        result = args.func(args)
+    except CliError as exc:
+        print(f"ltr-bench {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    return int(result or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

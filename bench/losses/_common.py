@@ -1,0 +1,64 @@
+r"""Shared helpers for every loss: gains, discounts, ideal DCG, masked reductions.
+
+Conventions (``losses.md``): gain :math:`g(y) = 2^y - 1`, discount
+:math:`d(j) = 1/\log_2(1 + j)` for 1-based rank :math:`j`, and the batch value is the
+**mean of per-list losses over contributing lists** (not a ratio of batch sums). A list
+contributes when it has at least 2 real items (and, for NDCG-type losses, ``maxDCG > 0``);
+if no list contributes the loss is ``0 * scores.sum()`` so ``backward()`` still works.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def gain(labels: Tensor) -> Tensor:
+    """Exponential gain ``2^y - 1``.
+
+    >>> gain(torch.tensor([0.0, 1.0, 3.0])).tolist()
+    [0.0, 1.0, 7.0]
+    """
+    return torch.pow(2.0, labels) - 1.0
+
+
+def discounts(n: int, *, like: Tensor) -> Tensor:
+    """Discounts ``1/log2(1 + j)`` for ranks ``j = 1..n`` with ``like``'s dtype and device.
+
+    >>> [round(v, 4) for v in discounts(3, like=torch.zeros(1)).tolist()]
+    [1.0, 0.6309, 0.5]
+    """
+    ranks = torch.arange(1, n + 1, dtype=like.dtype, device=like.device)
+    return 1.0 / torch.log2(1.0 + ranks)
+
+
+def n_real(mask: Tensor) -> Tensor:
+    """Number of real items per list, ``[B]`` (long)."""
+    return mask.sum(dim=-1)
+
+
+def max_dcg(labels: Tensor, mask: Tensor, k: int | None = None) -> Tensor:
+    """Ideal DCG@k per list, ``[B]``; padded items contribute no gain.
+
+    ``k=None`` means the whole list. Lists shorter than ``k`` sum over what exists.
+
+    >>> y = torch.tensor([[3.0, 0.0, 1.0, 9.0]]); m = torch.tensor([[True, True, True, False]])
+    >>> round(max_dcg(y, m).item(), 4)  # 7/1 + 1/log2(3)
+    7.6309
+    """
+    g = torch.where(mask, gain(labels), torch.zeros((), dtype=labels.dtype, device=labels.device))
+    n = labels.shape[-1] if k is None else min(k, labels.shape[-1])
+    top = torch.topk(g, n, dim=-1, sorted=True).values
+    return (top * discounts(n, like=top)).sum(dim=-1)
+
+
+def masked_mean_over_lists(per_list: Tensor, contributes: Tensor, scores: Tensor) -> Tensor:
+    """Mean of ``per_list[contributes]``; ``0 * scores.sum()`` when nothing contributes.
+
+    Non-contributing entries are excluded with ``torch.where`` (not multiplied by 0), so a
+    NaN or inf computed for a degenerate list can never leak into the value or gradient.
+    """
+    zero = torch.zeros((), dtype=per_list.dtype, device=per_list.device)
+    total = torch.where(contributes, per_list, zero).sum()
+    count = contributes.sum()
+    return torch.where(count > 0, total / count.clamp(min=1), zero) + 0.0 * scores.sum()

@@ -1,0 +1,118 @@
+"""Scorers: shapes, padding invariance (incl. batch-norm statistics), config validation."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from bench.models import ContextAwareRanker, MLPScorer, build_model, resolve_model_config
+
+
+def _pad(x: torch.Tensor, n_pad: int, fill: float) -> torch.Tensor:
+    """Append ``n_pad`` slots filled with ``fill`` along the list axis."""
+    extra = torch.full((x.shape[0], n_pad, *x.shape[2:]), fill, dtype=x.dtype)
+    return torch.cat([x, extra], dim=1)
+
+
+@pytest.mark.parametrize("kind", ["mlp", "context_aware"])
+def test_scores_shape_and_padding_zero(kind):
+    torch.manual_seed(0)
+    model = build_model({"type": kind} if kind == "mlp" else {"type": kind, "input_proj": 8, "hidden": 16}, 6)
+    x = torch.randn(3, 5, 6)
+    mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0]], dtype=torch.bool)
+    s = model.eval()(x, mask)
+    assert s.shape == (3, 5)
+    assert torch.all(s[~mask] == 0)
+    assert torch.isfinite(s).all()
+
+
+def test_mlp_batchnorm_statistics_ignore_padding():
+    """Train-mode BN: real-item scores and running stats identical with 0 or 7 padded slots
+    holding huge values; the running mean equals the mean over real items only (oracle:
+    the first layer's pre-BN activations averaged by hand), tolerance 1e-6."""
+    torch.manual_seed(1)
+    model = MLPScorer(4, [5], batch_norm=True, dropout=0.0)
+    x = torch.randn(2, 6, 4, dtype=torch.float64)
+    mask = torch.tensor([[1, 1, 1, 1, 0, 0], [1, 1, 1, 0, 0, 0]], dtype=torch.bool)
+    model = model.double().train()
+    ref_state = {k: v.clone() for k, v in model.state_dict().items()}
+    s0 = model(x, mask)
+    rm0 = model.net[1].running_mean.clone()
+    model.load_state_dict(ref_state)
+    xp = _pad(x, 7, 1e6)
+    mp = torch.cat([mask, torch.zeros(2, 7, dtype=torch.bool)], dim=1)
+    s1 = model(xp, mp)
+    rm1 = model.net[1].running_mean.clone()
+    torch.testing.assert_close(s1[:, :6][mask], s0[mask], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(rm1, rm0, rtol=1e-12, atol=1e-12)
+    pre = model.net[0](x[mask])  # [7 real items, 5]
+    expected = 0.9 * torch.zeros(5, dtype=torch.float64) + 0.1 * pre.mean(dim=0)
+    torch.testing.assert_close(rm0, expected, rtol=1e-6, atol=1e-6)
+
+
+def test_mlp_scores_are_per_item_in_eval():
+    torch.manual_seed(2)
+    model = build_model({"hidden": [7, 3]}, 4).eval()
+    x = torch.randn(2, 5, 4)
+    mask = torch.ones(2, 5, dtype=torch.bool)
+    s = model(x, mask)
+    flat = model(x.reshape(1, 10, 4), torch.ones(1, 10, dtype=torch.bool)).reshape(2, 5)
+    torch.testing.assert_close(s, flat, rtol=0, atol=1e-6)
+
+
+def test_context_aware_padding_invariance_and_zero_gradient():
+    """Eval mode, float64: a list alone and the same list padded with garbage give the same
+    scores (1e-12); gradients w.r.t. padded features are exactly zero."""
+    torch.manual_seed(3)
+    model = ContextAwareRanker(5, input_proj=8, hidden=16, blocks=2, heads=2, dropout=0.0).double().eval()
+    x = torch.randn(1, 4, 5, dtype=torch.float64)
+    mask = torch.ones(1, 4, dtype=torch.bool)
+    s0 = model(x, mask)
+    xp = _pad(x, 6, 123.0).requires_grad_(True)
+    mp = torch.cat([mask, torch.zeros(1, 6, dtype=torch.bool)], dim=1)
+    s1 = model(xp, mp)
+    torch.testing.assert_close(s1[:, :4], s0, rtol=1e-12, atol=1e-12)
+    s1[:, :4].sum().backward()
+    assert torch.all(xp.grad[:, 4:] == 0)
+    assert xp.grad[:, :4].abs().sum() > 0
+
+
+def test_context_aware_is_permutation_equivariant_and_context_dependent():
+    torch.manual_seed(4)
+    model = ContextAwareRanker(3, input_proj=4, hidden=8, blocks=1, heads=1, dropout=0.0).double().eval()
+    x = torch.randn(1, 6, 3, dtype=torch.float64)
+    mask = torch.ones(1, 6, dtype=torch.bool)
+    perm = torch.randperm(6)
+    s = model(x, mask)
+    torch.testing.assert_close(model(x[:, perm], mask), s[:, perm], rtol=1e-12, atol=1e-12)
+    # dropping one item changes the others' scores: the model uses the list context
+    s_sub = model(x[:, :5], mask[:, :5])
+    assert not torch.allclose(s_sub, s[:, :5])
+
+
+def test_context_aware_empty_list_is_finite():
+    model = ContextAwareRanker(3, input_proj=4, hidden=8, blocks=1, heads=1).eval()
+    s = model(torch.randn(2, 3, 3), torch.tensor([[False] * 3, [True, True, False]]))
+    assert torch.isfinite(s).all() and torch.all(s[0] == 0)
+
+
+def test_output_tanh_bounds_scores():
+    model = build_model({"hidden": [4], "output_activation": "tanh", "batch_norm": False}, 2).eval()
+    s = model(1e3 * torch.randn(1, 8, 2), torch.ones(1, 8, dtype=torch.bool))
+    assert s.abs().max() <= 1.0
+
+
+@pytest.mark.parametrize(
+    "cfg, match",
+    [
+        ({"type": "cnn"}, "model.type"),
+        ({"hidden": [4, -1]}, "model.hidden"),
+        ({"type": "context_aware", "input_proj": 10, "heads": 3}, "model.heads"),
+        ({"dropout": 1.5}, "model.dropout"),
+        ({"output_activation": "sigmoid"}, "model.output_activation"),
+        ({"type": "context_aware", "batch_norm": True}, "model.batch_norm"),
+    ],
+)
+def test_bad_config_names_the_key(cfg, match):
+    with pytest.raises(ValueError, match=match):
+        resolve_model_config(cfg)

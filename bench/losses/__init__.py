@@ -1,0 +1,13 @@
+"""Ranking losses of ltr-bench, addressed by name through one registry.
+
+>>> from bench import losses
+>>> "lambdaloss" in losses.names()
+True
+
+See :mod:`bench.losses.registry` for naming rules (built-ins, ``__losses__`` plug-ins,
+``"package.module:function"``) and ``docs/losses.md`` for the definitions.
+"""
+
+from bench.losses.registry import BUILTIN, LossInfo, get, has_parameters, info, names, register
+
+__all__ = ["BUILTIN", "LossInfo", "get", "has_parameters", "info", "names", "register"]

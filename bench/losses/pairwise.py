@@ -1,0 +1,160 @@
+r"""Pair helpers shared by the pairwise losses (RankNet, LambdaLoss and its variants).
+
+All helpers are vectorised over the batch: pair tensors are ``[B, L, L]`` with entry
+``[b, i, j]`` describing the ordered pair (item ``i``, item ``j``) of list ``b``. Cost is
+``O(B L^2)`` time and memory; there is no Python loop over lists or pairs.
+
+Conventions:
+
+* A **labelled pair** is an ordered pair of real items with :math:`y_i > y_j`; every
+  unordered pair with different labels appears exactly once.
+* **Predicted ranks** are 1-based positions in the descending sort of the scores over the
+  real items. Tied scores are broken by position in the tensor (stable sort), so ranks are
+  a permutation of ``1..n`` on the real items; padded items get ranks ``n+1..L``, after
+  every real item, whatever their scores are.
+* Padded scores are replaced by 0 with ``torch.where`` before any arithmetic
+  (:func:`masked_scores`), so garbage in padded slots can never reach a value or gradient
+  and the gradient on padding is exactly 0.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+from torch.nn import functional as F
+
+LN2 = 0.6931471805599453
+
+
+def check_k(k: int | None, name: str = "k") -> None:
+    """Raise ``ValueError`` unless ``k`` is ``None`` or a positive integer."""
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+        raise ValueError(f"{name} must be a positive integer or None, got {k!r}")
+
+
+def check_positive(value: float, name: str) -> None:
+    """Raise ``ValueError`` unless ``value > 0``."""
+    if not value > 0:
+        raise ValueError(f"{name} must be > 0, got {value!r}")
+
+
+def masked_scores(scores: Tensor, mask: Tensor) -> Tensor:
+    """``scores`` with padded entries replaced by 0 (gradient there is exactly 0).
+
+    >>> masked_scores(torch.tensor([[1.5, 9.0]]), torch.tensor([[True, False]])).tolist()
+    [[1.5, 0.0]]
+    """
+    return torch.where(mask, scores, torch.zeros((), dtype=scores.dtype, device=scores.device))
+
+
+def pair_mask(labels: Tensor, mask: Tensor) -> Tensor:
+    """``[B, L, L]`` bool: ``True`` where both items are real and ``y_i > y_j``.
+
+    >>> pair_mask(torch.tensor([[2.0, 0.0, 1.0]]), torch.tensor([[True, True, False]])).int().tolist()
+    [[[0, 1, 0], [0, 0, 0], [0, 0, 0]]]
+    """
+    real = mask.unsqueeze(-1) & mask.unsqueeze(-2)
+    return (labels.unsqueeze(-1) > labels.unsqueeze(-2)) & real
+
+
+def real_pair_mask(mask: Tensor) -> Tensor:
+    """``[B, L, L]`` bool: both items real and ``i != j``."""
+    eye = torch.eye(mask.shape[-1], dtype=torch.bool, device=mask.device)
+    return mask.unsqueeze(-1) & mask.unsqueeze(-2) & ~eye
+
+
+def score_diffs(scores: Tensor) -> Tensor:
+    """``[B, L, L]`` differences ``s_i - s_j``."""
+    return scores.unsqueeze(-1) - scores.unsqueeze(-2)
+
+
+def predicted_ranks(scores: Tensor, mask: Tensor) -> Tensor:
+    """1-based ranks ``[B, L]`` (long) of the descending stable sort of the real scores.
+
+    Ties keep tensor order; padded items are ranked after all real items.
+
+    >>> s = torch.tensor([[0.1, 0.7, 0.7, 5.0]]); m = torch.tensor([[True, True, True, False]])
+    >>> predicted_ranks(s, m).tolist()
+    [[3, 1, 2, 4]]
+    """
+    # -inf sends padding last; real scores are finite by contract, so no real item can tie it.
+    key = torch.where(mask, scores.detach(), torch.full((), float("-inf"), dtype=scores.dtype, device=scores.device))
+    order = torch.sort(key, dim=-1, descending=True, stable=True).indices
+    ranks = torch.empty_like(order)
+    positions = torch.arange(1, key.shape[-1] + 1, device=key.device).expand_as(order)
+    return ranks.scatter_(-1, order, positions)
+
+
+def sort_by_prediction(scores: Tensor, mask: Tensor, *others: Tensor) -> tuple[Tensor, ...]:
+    """Reorder every list by its predicted ranks (rank ``p + 1`` lands in slot ``p``).
+
+    Returns ``(scores_sorted, mask_sorted, *others_sorted)``. ``scores_sorted`` is a
+    differentiable gather of :func:`masked_scores`, so gradients flow back to the original
+    slots and padded slots receive exactly 0. In this frame a pair's rank-based weight
+    depends only on the slots ``(p, q)``, so it is one ``[L, L]`` constant shared by the
+    whole batch; losses that sum over pairs are invariant to the reordering.
+
+    >>> s = torch.tensor([[0.25, 0.75, 0.5]]); y = torch.tensor([[1.0, 0.0, 2.0]])
+    >>> ss, ms, ys = sort_by_prediction(s, torch.tensor([[True] * 3]), y)
+    >>> ss.tolist(), ys.tolist()
+    ([[0.75, 0.5, 0.25]], [[0.0, 2.0, 1.0]])
+    """
+    ranks = predicted_ranks(scores, mask)
+    order = torch.argsort(ranks, dim=-1)
+    sorted_scores = torch.gather(masked_scores(scores, mask), -1, order)
+    rest = tuple(torch.gather(t, -1, order) for t in (mask, *others))
+    return (sorted_scores, *rest)
+
+
+def logistic_pair_sum(scores: Tensor, weights: Tensor, sigma: float) -> Tensor:
+    r"""Per-list :math:`\sum_{i,j} w_{ij} \log(1 + e^{-\sigma (s_i - s_j)})`, ``[B]``.
+
+    ``weights`` ``[B, L, L]`` (or broadcastable) must be 0 outside the pairs to count.
+    """
+    return (weights * pairwise_logistic(score_diffs(scores), sigma)).sum(dim=(-1, -2))
+
+
+def label_ranks(labels: Tensor, mask: Tensor) -> Tensor:
+    """Per real item: how many real items have a strictly larger label (``above``) and how
+    many have an equal label, itself included (``tied``); both ``[B, L]``, labels' dtype.
+
+    >>> above, tied = label_ranks(torch.tensor([[3.0, 1.0, 3.0, 0.0]]), torch.tensor([[True] * 4]))
+    >>> above.tolist(), tied.tolist()
+    ([[0.0, 2.0, 0.0, 3.0]], [[2.0, 1.0, 2.0, 1.0]])
+    """
+    real = (mask.unsqueeze(-1) & mask.unsqueeze(-2)).to(labels.dtype)
+    yi, yj = labels.unsqueeze(-1), labels.unsqueeze(-2)
+    above = ((yj > yi).to(labels.dtype) * real).sum(-1)
+    tied = ((yj == yi).to(labels.dtype) * real).sum(-1)
+    return above, tied
+
+
+def true_topk_membership(labels: Tensor, mask: Tensor, k: int) -> Tensor:
+    r"""Expected membership of each real item in the true top-``k`` under random label ties.
+
+    An item with ``a`` real items strictly above it and ``t`` items tied with it (itself
+    included) is in the top-``k`` with probability
+    :math:`\operatorname{clip}((k - a) / t, 0, 1)` when ties are broken uniformly at random.
+    Using this expectation keeps the loss independent of the items' tensor positions.
+    Padded items get 0.
+
+    >>> true_topk_membership(torch.tensor([[3.0, 2.0, 2.0, 0.0]]), torch.tensor([[True] * 4]), 2).tolist()
+    [[1.0, 0.5, 0.5, 0.0]]
+    """
+    above, tied = label_ranks(labels, mask)
+    member = ((k - above) / tied.clamp(min=1)).clamp(0.0, 1.0)
+    return torch.where(mask, member, torch.zeros((), dtype=labels.dtype, device=labels.device))
+
+
+def pairwise_logistic(diffs: Tensor, sigma: float) -> Tensor:
+    r"""``log(1 + exp(-sigma * (s_i - s_j)))`` (natural log), stable for large ``|diffs|``.
+
+    >>> round(pairwise_logistic(torch.tensor(0.0), 1.0).item(), 6)  # log 2
+    0.693147
+    """
+    return F.softplus(-sigma * diffs)
+
+
+def n_labelled_pairs(pairs: Tensor) -> Tensor:
+    """Number of ``True`` entries of a ``[B, L, L]`` pair mask per list, ``[B]`` (long)."""
+    return pairs.sum(dim=(-1, -2))

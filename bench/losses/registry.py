@@ -1,0 +1,221 @@
+"""The loss registry: one name -> one callable with the common loss signature.
+
+``loss(scores [B, L], labels [B, L], mask bool [B, L], **hyper) -> scalar Tensor``.
+
+Three ways to name a loss:
+
+* a built-in name (table :data:`BUILTIN` below: name -> ``"module:attribute"``), imported
+  lazily on first use, so a broken or missing module only affects its own losses;
+* a plug-in: any module ``bench/losses/<file>.py`` that declares
+  ``__losses__ = ("my_loss", ...)`` at top level is discovered by reading its source (no
+  import), and each listed function or ``nn.Module`` class becomes a loss of that name.
+  Adding a loss is one function in one file, picked up by name (benchopt's spirit);
+* ``"package.module:function"`` for a user's loss anywhere on ``sys.path``.
+
+If the target is a class subclassing ``torch.nn.Module`` (e.g. ``arf``'s learnable
+``alpha``), :func:`get` returns a fresh instance, and :func:`has_parameters` tells the
+trainer to hand its parameters to the optimiser. Hyperparameter overrides given to
+:func:`get` are checked against the callable's signature, so a typo in a config fails
+with the loss name and the accepted keys.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import importlib
+import inspect
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+
+@dataclass(frozen=True)
+class LossInfo:
+    """Registry entry.
+
+    ``relaxed``: hyperparameters selecting the loss's differentiable path (e.g.
+    ``straight_through=False``), used by gradient checks against finite differences.
+    ``stochastic``: the value depends on random draws (ListMLE's tie order), so checks
+    that compare two calls must use tie-free labels or the same generator state.
+    """
+
+    name: str
+    target: str
+    relaxed: Mapping[str, Any] = field(default_factory=dict)
+    stochastic: bool = False
+
+
+def _entry(name: str, target: str, **kw: Any) -> tuple[str, LossInfo]:
+    return name, LossInfo(name, target, **kw)
+
+
+BUILTIN: dict[str, LossInfo] = dict(
+    [
+        _entry("pirank_ndcg", "bench.losses.pirank:pirank_ndcg", relaxed={"straight_through": False}),
+        _entry("pirank_arp", "bench.losses.pirank:pirank_arp", relaxed={"straight_through": False}),
+        _entry("neuralndcg", "bench.losses.neuralndcg:neuralndcg"),
+        _entry("neuralndcg_transposed", "bench.losses.neuralndcg:neuralndcg_transposed"),
+        _entry("sinkprop", "bench.losses.sinkprop:sinkprop"),
+        _entry("arf", "bench.losses.arf:ARFLoss"),
+        _entry("arf_relax", "bench.losses.arf:arf_relax"),
+        _entry("approxndcg", "bench.losses.approxndcg:approxndcg"),
+        _entry("lambdaloss", "bench.losses.lambdaloss:lambdaloss"),
+        _entry("lambda_recall", "bench.losses.lambdaloss:lambda_recall"),
+        _entry("lambda_opa", "bench.losses.lambdaloss:lambda_opa"),
+        _entry("ranknet", "bench.losses.ranknet:ranknet"),
+        _entry("listnet", "bench.losses.listwise:listnet"),
+        _entry("neuralsort_ce", "bench.losses.neuralsort_ce:neuralsort_ce"),
+        _entry("softmax", "bench.losses.listwise:softmax"),
+        _entry("listmle", "bench.losses.listwise:listmle", stochastic=True),
+        _entry("rmse", "bench.losses.listwise:rmse"),
+    ]
+)
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+_RUNTIME: dict[str, LossInfo] = {}
+
+
+def _declared_losses(path: Path) -> tuple[str, ...]:
+    """The literal ``__losses__`` of a module, read from its source without importing it."""
+    text = path.read_text(encoding="utf-8")
+    if "__losses__" not in text:
+        return ()
+    try:
+        tree = ast.parse(text, filename=str(path))
+    except SyntaxError as exc:
+        raise ValueError(f"{path}:{exc.lineno}: cannot parse loss plug-in: {exc.msg}") from exc
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__losses__" for t in node.targets):
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError as exc:
+                raise ValueError(f"{path}:{node.lineno}: __losses__ must be a literal tuple of names") from exc
+            if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+                raise ValueError(f"{path}:{node.lineno}: __losses__ must be a tuple of strings")
+            return tuple(value)
+    return ()
+
+
+def _plugins() -> dict[str, LossInfo]:
+    found: dict[str, LossInfo] = {}
+    builtin_modules = {info.target.split(":")[0].rsplit(".", 1)[1] for info in BUILTIN.values()}
+    for path in sorted(_PACKAGE_DIR.glob("*.py")):
+        stem = path.stem
+        if stem.startswith("_") or stem in builtin_modules:
+            continue
+        for name in _declared_losses(path):
+            if name in BUILTIN or name in found:
+                raise ValueError(f"{path}: loss name {name!r} is already registered")
+            found[name] = LossInfo(name, f"bench.losses.{stem}:{name}")
+    return found
+
+
+def _table() -> dict[str, LossInfo]:
+    return {**BUILTIN, **_plugins(), **_RUNTIME}
+
+
+def names() -> list[str]:
+    """All registered loss names: built-ins (in the team's order), then plug-ins, then
+    losses added with :func:`register`.
+
+    >>> names()[:3]
+    ['pirank_ndcg', 'pirank_arp', 'neuralndcg']
+    >>> {"ranknet", "lambdaloss", "arf"} <= set(names())
+    True
+    """
+    return list(_table())
+
+
+def register(name: str, target: str | Callable[..., Any], **info: Any) -> None:
+    """Register ``name`` at run time (``target`` a callable or ``"module:attribute"``)."""
+    if name in BUILTIN:
+        raise ValueError(f"loss name {name!r} is a built-in and cannot be re-registered")
+    if callable(target):
+        target = f"{target.__module__}:{target.__qualname__}"
+    _RUNTIME[name] = LossInfo(name, target, **info)
+
+
+def info(name: str) -> LossInfo:
+    """The registry entry of ``name`` (``"module:attr"`` names get a plain entry)."""
+    table = _table()
+    if name in table:
+        return table[name]
+    if ":" in name:
+        return LossInfo(name, name)
+    known = ", ".join(table)
+    raise ValueError(f"unknown loss {name!r}; known losses: {known}; or give 'package.module:function'")
+
+
+@functools.lru_cache(maxsize=None)
+def _resolve(target: str) -> Any:
+    module_name, _, attr = target.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"loss target {target!r} must look like 'package.module:function'")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise ValueError(f"loss target {target!r}: cannot import module {module_name!r} ({exc})") from exc
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ValueError(f"loss target {target!r}: module {module_name!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise ValueError(f"loss target {target!r} is not callable")
+    return obj
+
+
+def _is_module_class(obj: Any) -> bool:
+    import torch
+
+    return inspect.isclass(obj) and issubclass(obj, torch.nn.Module)
+
+
+def _check_hyper(name: str, fn: Callable[..., Any], hyper: Mapping[str, Any]) -> None:
+    params = inspect.signature(fn).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    accepted = [p for p, v in params.items() if v.kind is inspect.Parameter.KEYWORD_ONLY or v.default is not v.empty]
+    accepted = [p for p in accepted if p not in ("scores", "labels", "mask")]
+    unknown = sorted(set(hyper) - set(accepted))
+    if unknown:
+        raise ValueError(
+            f"loss {name!r} has no hyperparameter(s) {', '.join(unknown)}; accepted: {', '.join(accepted) or 'none'}"
+        )
+
+
+def get(name: str, **hyper: Any) -> Callable[..., Any]:
+    """The loss callable for ``name``, with ``hyper`` as overridable keyword defaults.
+
+    Functions come back as-is (or as a ``functools.partial`` carrying ``hyper``); an
+    ``nn.Module`` class is instantiated with ``hyper`` and a fresh instance is returned.
+
+    >>> import torch
+    >>> loss = get("ranknet", sigma=2.0)
+    >>> round(loss(torch.tensor([[0.0, 0.0]]), torch.tensor([[1.0, 0.0]]), torch.ones(1, 2, dtype=torch.bool)).item(), 4)
+    0.6931
+    >>> get("no_such_loss")
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown loss 'no_such_loss'; known losses: pirank_ndcg, ...
+    """
+    entry = info(name)
+    obj = _resolve(entry.target)
+    if _is_module_class(obj):
+        _check_hyper(name, obj.__init__, hyper)
+        return obj(**hyper)
+    _check_hyper(name, obj, hyper)
+    return functools.partial(obj, **hyper) if hyper else obj
+
+
+def has_parameters(name: str) -> bool:
+    """Whether the loss carries trainable parameters the optimiser must update.
+
+    >>> has_parameters("ranknet")
+    False
+    """
+    obj = _resolve(info(name).target)
+    if not _is_module_class(obj):
+        return False
+    return any(p.requires_grad for p in obj().parameters())

@@ -1,0 +1,394 @@
+"""Study configuration: load, fill defaults, validate against the JSON schema, check references.
+
+One validator serves the Snakefile and the tests: :func:`validate_config` fills the schema's
+``default`` values into the config (a ``properties`` keyword that also sets defaults, the
+same idea as ``snakemake.utils.validate(set_default=True)``), then checks the result with
+``jsonschema`` (draft 2020-12). The first error is raised as :class:`ConfigError` with the
+dotted key at fault, e.g. ``config key 'protocols.pirank.seeds.0': 'a' is not of type
+'integer'`` or ``config key 'tables.pirank_table1': unknown key 'metric'``.
+
+Profiles are layered like Snakemake's own ``configfile`` + ``--configfile``: the embedded
+default (``config/default.yaml``) is read first and every later file is merged into it
+recursively (mappings merge key by key, anything else is replaced). :func:`load_config`
+does exactly that, so tests see the same config the workflow sees.
+
+>>> cfg = validate_config({"datasets": {"d": {"source": "synthetic"}},
+...                        "protocols": {"p": {"model": {}, "train": {}}},
+...                        "methods": {"m": {"loss": "ranknet"}}})
+>>> cfg["datasets"]["d"]["folds"], cfg["stats"]["correction"], cfg["methods"]["m"]["params"]
+(['fold1'], 'holm', {})
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, Iterable
+
+import jsonschema
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+SCHEMA_PATH = ROOT / "workflows" / "schemas" / "config.schema.yaml"
+DEFAULT_CONFIG = ROOT / "config" / "default.yaml"
+
+TABLES = (
+    "pirank_table1",
+    "neuralndcg_table3",
+    "arf_table2",
+    "listsize_table3",
+    "sinkprop_letor",
+    "unified_table",
+)
+FIGURES = ("scaling_figure", "temperature_figure", "listsize_figure", "recall_heatmap", "neuralndcg_curves")
+COMPARE_EXPERIMENT = "compare"
+
+
+class ConfigError(ValueError):
+    """A configuration problem; the message names the key (dotted path) at fault."""
+
+
+def _with_defaults(validator_class: type) -> type:
+    """Extend a jsonschema validator so that ``properties`` also fills ``default`` values."""
+    validate_properties = validator_class.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for key, sub in properties.items():
+                if isinstance(sub, dict) and "default" in sub and key not in instance:
+                    instance[key] = copy.deepcopy(sub["default"])
+        yield from validate_properties(validator, properties, instance, schema)
+
+    return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
+
+
+_Validator = _with_defaults(jsonschema.Draft202012Validator)
+
+
+def load_schema(path: str | Path | None = None) -> dict[str, Any]:
+    """The config JSON schema (YAML on disk)."""
+    path = Path(path) if path is not None else SCHEMA_PATH
+    if not path.exists():
+        raise ConfigError(f"config schema not found at {path}")
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def _key(path: Iterable[Any]) -> str:
+    return ".".join(str(p) for p in path) or "<top level>"
+
+
+def _describe(error: jsonschema.ValidationError) -> str:
+    """One line naming the key: unknown keys by name, wrong values with their path."""
+    path = list(error.absolute_path)
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        allowed = set(error.schema.get("properties", {}))
+        extra = sorted(k for k in error.instance if k not in allowed)
+        if extra:
+            where = _key(path + [extra[0]])
+            known = ", ".join(sorted(allowed)) or "none"
+            return f"config key '{where}': unknown key '{extra[0]}' (known keys here: {known})"
+    if error.validator == "required":
+        return f"config key '{_key(path)}': {error.message}"
+    if error.validator in ("oneOf", "anyOf") and error.context:
+        best = jsonschema.exceptions.best_match(error.context)
+        return _describe(best) if list(best.absolute_path) != path else f"config key '{_key(path)}': {best.message}"
+    return f"config key '{_key(path)}': {error.message}"
+
+
+def validate_config(config: dict[str, Any], schema_path: str | Path | None = None) -> dict[str, Any]:
+    """Fill defaults into ``config`` (in place), validate it, check cross-references; return it."""
+    if not isinstance(config, dict):
+        raise ConfigError(f"config must be a mapping, got {type(config).__name__}")
+    validator = _Validator(load_schema(schema_path))
+    errors = sorted(validator.iter_errors(config), key=lambda e: (len(list(e.absolute_path)), str(e.path)))
+    if errors:
+        deepest = max(errors, key=lambda e: len(list(e.absolute_path)))
+        raise ConfigError(_describe(deepest))
+    check_references(config)
+    return config
+
+
+def merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    """Recursive merge as Snakemake merges config files: mappings key by key, else replace.
+
+    >>> merge({"a": {"x": 1, "y": 2}, "b": [1]}, {"a": {"y": 3}, "b": [2]})
+    {'a': {'x': 1, 'y': 3}, 'b': [2]}
+    """
+    out = copy.deepcopy(base)
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """A YAML mapping from ``path``; errors name the file (and line for syntax errors)."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}, line {mark.line + 1}" if mark is not None else str(path)
+        raise ConfigError(f"config file {where}: invalid YAML ({getattr(exc, 'problem', exc)})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path}: top level must be a mapping")
+    return data
+
+
+def load_config(*paths: str | Path, base: str | Path | None = DEFAULT_CONFIG, overrides: dict | None = None) -> dict:
+    """``base`` merged with each of ``paths`` then ``overrides``, validated with defaults."""
+    config: dict[str, Any] = read_yaml(base) if base is not None else {}
+    for path in paths:
+        config = merge(config, read_yaml(path))
+    if overrides:
+        config = merge(config, overrides)
+    return validate_config(config)
+
+
+# ----------------------------------------------------------------------------- references
+
+
+def _require(known: dict | Iterable[str], name: str, where: str, what: str) -> None:
+    if name not in known:
+        listing = ", ".join(sorted(known)) or "none defined"
+        raise ConfigError(f"config key '{where}': unknown {what} '{name}' (defined: {listing})")
+
+
+def check_references(config: dict[str, Any]) -> None:
+    """Every protocol, method, dataset and role a table/figure/freeze names must exist."""
+    datasets, protocols, methods = config["datasets"], config["protocols"], config["methods"]
+    for role, name in config.get("roles", {}).items():
+        _require(datasets, name, f"roles.{role}", "dataset")
+    for table, spec in config.get("tables", {}).items():
+        where = f"tables.{table}"
+        _require(protocols, spec["protocol"], f"{where}.protocol", "protocol")
+        for role, name in spec.get("roles", {}).items():
+            _require(datasets, name, f"{where}.roles.{role}", "dataset")
+        if spec["datasets"] != "all":
+            for i, role in enumerate(spec["datasets"]):
+                _require(datasets, resolve_role(config, role, spec), f"{where}.datasets.{i}", "dataset or role")
+        if spec["methods"] != "all":
+            for i, name in enumerate(spec["methods"]):
+                _require(methods, name, f"{where}.methods.{i}", "method")
+        for name in spec.get("l_train", {}):
+            _require(spec["methods"] if spec["methods"] != "all" else methods, name, f"{where}.l_train", "method")
+        if spec.get("folds"):
+            for ds in table_datasets(config, table):
+                for fold in spec["folds"]:
+                    _require(datasets[ds]["folds"], fold, f"{where}.folds", f"fold of dataset {ds}")
+    for fig in ("temperature_figure", "recall_heatmap"):
+        spec = config.get("figures", {}).get(fig)
+        if spec:
+            where = f"figures.{fig}"
+            _require(protocols, spec["protocol"], f"{where}.protocol", "protocol")
+            _require(datasets, resolve_role(config, spec["dataset"]), f"{where}.dataset", "dataset or role")
+            for i, name in enumerate(spec["methods"]):
+                _require(methods, name, f"{where}.methods.{i}", "method")
+    lsf = config.get("figures", {}).get("listsize_figure")
+    if lsf and lsf.get("enabled", True):
+        _require(config.get("tables", {}), lsf["table"], "figures.listsize_figure.table", "table")
+    freeze = config.get("freeze")
+    if freeze:
+        _require(protocols, freeze["protocol"], "freeze.protocol", "protocol")
+        if freeze["methods"] != "all":
+            for i, name in enumerate(freeze["methods"]):
+                _require(methods, name, f"freeze.methods.{i}", "method")
+        if freeze["datasets"] != "all":
+            for i, role in enumerate(freeze["datasets"]):
+                _require(datasets, resolve_role(config, role), f"freeze.datasets.{i}", "dataset or role")
+    compare = config.get("compare", {})
+    if compare.get("losses") and not freeze:
+        raise ConfigError("config key 'compare.losses': comparing needs a 'freeze' section (the frozen protocol)")
+    for i, entry in enumerate(compare.get("losses", [])):
+        name = compare_method_name(entry)
+        if name in methods:
+            raise ConfigError(
+                f"config key 'compare.losses.{i}': method name '{name}' is already a baseline; give the entry a new 'name'"
+            )
+
+
+# ----------------------------------------------------------------------------- planning
+
+
+def resolve_role(config: dict[str, Any], role: str, table_spec: dict[str, Any] | None = None) -> str:
+    """Dataset name for a paper role (table override, then global ``roles``, else the name)."""
+    if table_spec and role in table_spec.get("roles", {}):
+        return table_spec["roles"][role]
+    return config.get("roles", {}).get(role, role)
+
+
+def _dedupe(items: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def enabled_datasets(config: dict[str, Any]) -> list[str]:
+    return [name for name, spec in config["datasets"].items() if spec.get("enabled", True)]
+
+
+def table_datasets(config: dict[str, Any], table: str) -> list[str]:
+    """Configured datasets of a table, in order, roles resolved, duplicates dropped."""
+    spec = config["tables"][table]
+    if spec["datasets"] == "all":
+        return enabled_datasets(config)
+    return _dedupe(resolve_role(config, role, spec) for role in spec["datasets"])
+
+
+def table_roles(config: dict[str, Any], table: str) -> dict[str, str]:
+    """Dataset name -> the paper role it stands in for, when that role is its real source."""
+    spec = config["tables"][table]
+    roles = [] if spec["datasets"] == "all" else spec["datasets"]
+    out: dict[str, str] = {}
+    for role in roles:
+        name = resolve_role(config, role, spec)
+        if config["datasets"][name]["source"] == role and name not in out:
+            out[name] = role
+    return out
+
+
+def table_methods(config: dict[str, Any], table: str) -> list[str]:
+    spec = config["tables"][table]
+    return list(config["methods"]) if spec["methods"] == "all" else list(spec["methods"])
+
+
+def table_seeds(config: dict[str, Any], table: str) -> list[int]:
+    spec = config["tables"][table]
+    return list(spec.get("seeds") or config["protocols"][spec["protocol"]]["seeds"])
+
+
+def table_folds(config: dict[str, Any], table: str, dataset: str) -> list[str]:
+    spec = config["tables"][table]
+    return list(spec.get("folds") or config["datasets"][dataset]["folds"])
+
+
+def enabled_tables(config: dict[str, Any]) -> list[str]:
+    return [t for t in TABLES if t in config.get("tables", {}) and config["tables"][t].get("enabled", True)]
+
+
+def enabled_figures(config: dict[str, Any]) -> list[str]:
+    figs = config.get("figures", {})
+    return [f for f in FIGURES if f in figs and figs[f].get("enabled", True)]
+
+
+def is_gbdt(method_spec: dict[str, Any]) -> bool:
+    return "gbdt" in method_spec
+
+
+def compare_method_name(entry: str | dict[str, Any]) -> str:
+    """Method name of a ``compare.losses`` entry: its ``name``, or the loss reference made path-safe.
+
+    >>> compare_method_name("examples.listwise_hinge:listwise_hinge")
+    'examples.listwise_hinge.listwise_hinge'
+    """
+    if isinstance(entry, dict):
+        return entry["name"]
+    return entry.replace(":", ".")
+
+
+def compare_methods(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The ``compare.losses`` entries as method specs."""
+    out = {}
+    for entry in config.get("compare", {}).get("losses", []):
+        if isinstance(entry, str):
+            out[compare_method_name(entry)] = {"loss": entry, "params": {}}
+        else:
+            spec = {"loss": entry["loss"], "params": dict(entry.get("params", {}))}
+            if "label" in entry:
+                spec["label"] = entry["label"]
+            out[entry["name"]] = spec
+    return out
+
+
+def method_spec(config: dict[str, Any], experiment: str, method: str) -> dict[str, Any]:
+    """A method's spec; under the ``compare`` experiment also the user's new losses."""
+    if experiment == COMPARE_EXPERIMENT:
+        extra = compare_methods(config)
+        if method in extra:
+            return extra[method]
+    if method not in config["methods"]:
+        raise ConfigError(f"unknown method '{method}' (config key 'methods')")
+    return config["methods"][method]
+
+
+def experiment_protocol(config: dict[str, Any], experiment: str) -> str:
+    """Protocol name of an experiment: itself, or the frozen protocol for ``compare``."""
+    if experiment == COMPARE_EXPERIMENT:
+        if "freeze" not in config:
+            raise ConfigError("config key 'freeze': missing; the compare experiment uses the frozen protocol")
+        return config["freeze"]["protocol"]
+    if experiment not in config["protocols"]:
+        raise ConfigError(f"unknown protocol '{experiment}' (config key 'protocols')")
+    return experiment
+
+
+def run_config(config: dict[str, Any], experiment: str, method: str) -> dict[str, Any]:
+    """The self-contained config one training run reads (``ltr-bench train --config``).
+
+    The protocol's ``model``/``train`` with the method's overrides merged in, the metric
+    conventions, the device, and a one-entry ``methods`` mapping for the method.
+    """
+    protocol_name = experiment_protocol(config, experiment)
+    protocol = config["protocols"][protocol_name]
+    spec = copy.deepcopy(method_spec(config, experiment, method))
+    out: dict[str, Any] = {
+        "experiment": experiment,
+        "protocol_name": protocol_name,
+        "device": config["device"],
+        "threads": config["threads"],
+        "metrics": {**config["evaluation"], **({"names": protocol["metrics"]} if "metrics" in protocol else {})},
+        "methods": {method: spec},
+    }
+    if not is_gbdt(spec):
+        out["model"] = merge(protocol["model"], spec.pop("model", {}) or {})
+        out["train"] = merge(protocol["train"], spec.pop("train", {}) or {})
+        spec["model"], spec["train"] = out["model"], out["train"]
+    else:
+        out["train"] = merge(protocol["train"], spec.pop("train", {}) or {})
+        spec["train"] = out["train"]
+    return out
+
+
+def freeze_datasets(config: dict[str, Any]) -> list[str]:
+    freeze = config["freeze"]
+    if freeze["datasets"] == "all":
+        return enabled_datasets(config)
+    return _dedupe(resolve_role(config, role) for role in freeze["datasets"])
+
+
+def freeze_methods(config: dict[str, Any]) -> list[str]:
+    freeze = config["freeze"]
+    return list(config["methods"]) if freeze["methods"] == "all" else list(freeze["methods"])
+
+
+def compare_datasets(config: dict[str, Any]) -> list[str]:
+    chosen = config.get("compare", {}).get("datasets", "all")
+    frozen = freeze_datasets(config)
+    if chosen == "all":
+        return frozen
+    out = _dedupe(resolve_role(config, role) for role in chosen)
+    for name in out:
+        if name not in frozen:
+            raise ConfigError(f"config key 'compare.datasets': '{name}' has no frozen baselines (frozen: {frozen})")
+    return out
+
+
+def study_protocol(config: dict[str, Any], protocol: str, dataset: str) -> dict[str, Any]:
+    """What a frozen comparison must share: data recipe, folds, model, schedule, seeds, metrics.
+
+    Method-independent by construction; :func:`bench.frozen.protocol_hash` hashes it.
+    """
+    ds = config["datasets"][dataset]
+    proto = config["protocols"][protocol]
+    return {
+        "dataset": {"name": dataset, "source": ds["source"], "folds": list(ds["folds"]), "options": ds["options"]},
+        "model": proto["model"],
+        "train": proto["train"],
+        "seeds": list(proto["seeds"]),
+        "evaluation": dict(config["evaluation"]),
+        "metrics": list(config["freeze"]["metrics"]),
+    }

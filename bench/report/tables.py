@@ -1,0 +1,362 @@
+r"""Render a statistics table (``results/stats/<table>.parquet``) as Markdown, LaTeX and HTML.
+
+The renderer reads the tidy statistics frame of :func:`bench.stats.significance` (columns
+dataset, metric, method, mean, std_over_seeds, n_queries, p_value, p_adjusted, ci_low,
+ci_high, is_best, not_worse, wins, ties, losses) and never recomputes a statistic: every
+number and every mark comes from a column.
+
+Marks (stated in every caption):
+
+- **bold**: the best mean and every method not significantly worse than it
+  (``is_best or not_worse``), the convention of the PiRank paper and metrics-and-stats.md;
+- underline: the best mean alone (``is_best``), so a reader can tell the winner from the
+  methods tied with it.
+
+A cell reads ``mean ± std`` where std is the standard deviation over seeds of the per-seed
+means (shown only with several seeds). When a dataset is the real dataset a paper used
+(its registry ``source`` equals the paper's dataset), a "paper (Δ)" column follows each
+metric: the number printed in the paper and ours minus it.
+
+The table is first built as a small format-free model (:class:`Table` of :class:`Block` of
+:class:`Cell`), then emitted by :func:`to_markdown`, :func:`to_latex` or :func:`to_html`.
+
+Layouts: ``methods`` (one block per dataset, methods x metrics, as in PiRank Table 1) and
+``listsize`` (one block per metric, L_test x L_train, as in PiRank Table 3; the statistics
+rows of L_test = L are those whose dataset is ``<dataset>@Ltest=<L>``).
+
+>>> import pandas as pd
+>>> stats = pd.DataFrame({"dataset": ["d", "d"], "metric": ["mrr", "mrr"], "method": ["a", "b"],
+...     "mean": [0.5, 0.4], "std_over_seeds": [0.01, 0.02], "n_queries": [10, 10],
+...     "is_best": [True, False], "not_worse": [False, True]})
+>>> spec = {"name": "t", "datasets": [{"name": "d"}], "methods": [{"name": "a"}, {"name": "b"}],
+...         "metrics": ["mrr"], "seeds": [0, 1]}
+>>> print(to_markdown(build_table(stats, spec)).split("\n")[-3:])
+['| a | **<u>0.5000</u>** ± 0.0100 |', '| b | **0.4000** ± 0.0200 |', '']
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+LOWER_IS_BETTER = ("arp",)
+TEST_NAMES = {
+    "t": "one-sided paired t-test",
+    "wilcoxon": "one-sided Wilcoxon signed-rank test",
+    "permutation": "one-sided paired permutation test",
+}
+STATS_COLUMNS = ("dataset", "metric", "method", "mean", "std_over_seeds", "n_queries", "is_best", "not_worse")
+
+
+def dataset_key(dataset: str, l_test: int | None) -> str:
+    """The stats ``dataset`` value of a test-list-size variant.
+
+    >>> dataset_key("mslr-web30k", 40), dataset_key("mslr-web30k", None)
+    ('mslr-web30k@Ltest=40', 'mslr-web30k')
+    """
+    return dataset if not l_test else f"{dataset}@Ltest={int(l_test)}"
+
+
+def metric_label(metric: str) -> str:
+    """Display name of a metric.
+
+    >>> metric_label("ndcg@10"), metric_label("ndcg@max"), metric_label("arp"), metric_label("recall@30@15")
+    ('NDCG@10', 'NDCG', 'ARP ↓', 'Recall@30@15')
+    """
+    if metric == "ndcg@max":
+        return "NDCG"
+    name, _, rest = metric.partition("@")
+    pretty = {"ndcg": "NDCG", "mrr": "MRR", "opa": "OPA", "opa_arf": "OPA (ARF)", "arp": "ARP ↓",
+              "recall": "Recall", "map": "MAP", "precision": "P"}.get(name, name)
+    return f"{pretty}@{rest}" if rest else pretty
+
+
+def decimals(metric: str) -> int:
+    """Printed digits: ARP is a rank position (3 decimals), the rest are fractions (4)."""
+    return 3 if metric.split("@")[0] in LOWER_IS_BETTER else 4
+
+
+@dataclass
+class Cell:
+    text: str
+    bold: bool = False
+    underline: bool = False
+    sub: str = ""  # plain suffix after the marked part (e.g. "± 0.0012")
+
+
+@dataclass
+class Block:
+    title: str
+    header: list[str]
+    rows: list[list[Cell]]
+
+
+@dataclass
+class Table:
+    name: str
+    title: str
+    caption: str
+    blocks: list[Block] = field(default_factory=list)
+
+
+def _fmt(value: float, metric: str, signed: bool = False) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    return f"{value:+.{decimals(metric)}f}" if signed else f"{value:.{decimals(metric)}f}"
+
+
+def _index_stats(stats: pd.DataFrame) -> dict[tuple[str, str, str], dict[str, Any]]:
+    missing = [c for c in STATS_COLUMNS if c not in stats.columns]
+    if missing:
+        raise ValueError(f"statistics table lacks columns {missing} (has {list(stats.columns)})")
+    out = {}
+    for rec in stats.to_dict("records"):
+        key = (str(rec["dataset"]), str(rec["metric"]), str(rec["method"]))
+        if key in out:
+            raise ValueError(f"statistics table has two rows for dataset/metric/method {key}")
+        out[key] = rec
+    return out
+
+
+def _stat_cell(rec: dict[str, Any] | None, metric: str, several_seeds: bool) -> Cell:
+    if rec is None:
+        return Cell("n/a")
+    std = rec.get("std_over_seeds")
+    sub = ""
+    if several_seeds and std is not None and not (isinstance(std, float) and math.isnan(std)):
+        sub = f"± {_fmt(float(std), metric)}"
+    return Cell(
+        _fmt(float(rec["mean"]), metric),
+        bold=bool(rec["is_best"]) or bool(rec["not_worse"]),
+        underline=bool(rec["is_best"]),
+        sub=sub,
+    )
+
+
+def _paper_cell(paper: pd.DataFrame | None, rec: dict | None, role, l_test, method, metric) -> Cell:
+    if paper is None or paper.empty:
+        return Cell("")
+    hit = paper[(paper.role == role) & (paper.l_test == int(l_test or 0)) & (paper.method == method)
+                & (paper.metric == metric)]
+    if hit.empty:
+        return Cell("–")
+    value = float(hit.value.iloc[0])
+    if rec is None:
+        return Cell(_fmt(value, metric))
+    return Cell(f"{_fmt(value, metric)} ({_fmt(float(rec['mean']) - value, metric, signed=True)})")
+
+
+def _labels(items: list[dict[str, Any]]) -> dict[str, str]:
+    return {it["name"]: it.get("label") or it["name"] for it in items}
+
+
+def caption(spec: dict[str, Any], has_paper: bool) -> str:
+    """The caption: source, seeds and folds, marks, test and metric conventions."""
+    stats = {"test": "t", "correction": "holm", "alpha": 0.05, **spec.get("stats", {})}
+    ev = {"empty_query": "one", "ties": "stable", **spec.get("evaluation", {})}
+    n_seeds = len(spec.get("seeds", [0]))
+    parts = []
+    if spec.get("source"):
+        parts.append(f"Reproduces {spec['source']}.")
+    if spec.get("profile"):
+        parts.append(f"Profile: {spec['profile']}.")
+    agg = (f"Mean over {n_seeds} seeds ± standard deviation of the per-seed means"
+           if n_seeds > 1 else "One seed")
+    parts.append(f"{agg}; test queries of all folds pooled.")
+    corr = ("Holm-Bonferroni-corrected over the other methods" if stats["correction"] == "holm"
+            else "no multiple-comparison correction")
+    parts.append(
+        f"Bold: the best mean and every method not significantly worse than it; underlined: the best mean "
+        f"({TEST_NAMES.get(stats['test'], stats['test'])} on per-query values (seed-averaged) against the best, "
+        f"{corr}, alpha = {stats['alpha']})."
+    )
+    empty = {"one": "scores 1", "zero": "scores 0", "drop": "is dropped"}[ev["empty_query"]]
+    ties = ("ties in scores broken by the documents' input order" if ev["ties"] == "stable"
+            else "ties in scores averaged over all tie orders")
+    parts.append(
+        f"NDCG: gain 2^y - 1, discount 1/log2(1 + rank), a query without relevant documents {empty}; {ties}; "
+        "MRR binary relevance (label >= 1); OPA over pairs with y_i > y_j; ARP: relevance-weighted mean rank, "
+        "lower is better; Recall@m@k as ARF eq. 4 (ties at the k-th label share the remaining places)."
+    )
+    if has_paper:
+        parts.append("paper (Δ): the number printed in the source paper and ours minus it.")
+    return " ".join(parts)
+
+
+def build_table(stats: pd.DataFrame, spec: dict[str, Any], paper: pd.DataFrame | None = None) -> Table:
+    """The format-free table model; ``paper`` is :func:`bench.report.paper.load_paper_numbers`."""
+    index = _index_stats(stats)
+    if paper is not None and spec.get("paper"):
+        paper = paper[paper.table == spec["paper"]]
+    else:
+        paper = None
+    several = len(spec.get("seeds", [0])) > 1
+    methods = spec["methods"]
+    mlabel = _labels(methods)
+    blocks: list[Block] = []
+    any_paper = False
+    for ds in spec["datasets"]:
+        role = ds.get("role")
+        with_paper = paper is not None and role is not None and not paper[paper.role == role].empty
+        any_paper |= with_paper
+        title = ds.get("label") or ds["name"]
+        if ds.get("stands_for"):
+            title += f" (synthetic stand-in for {', '.join(ds['stands_for'])})"
+        if spec.get("layout", "methods") == "listsize":
+            blocks.extend(_listsize_blocks(index, spec, ds, title, paper if with_paper else None, several))
+            continue
+        n_q = [int(index[k]["n_queries"]) for k in index if k[0] == ds["name"]]
+        if n_q:
+            title += f"; {max(n_q)} test queries"
+        header = ["Method"]
+        for metric in spec["metrics"]:
+            header.append(metric_label(metric))
+            if with_paper:
+                header.append("paper (Δ)")
+        rows = []
+        for m in methods:
+            row = [Cell(mlabel[m["name"]])]
+            for metric in spec["metrics"]:
+                rec = index.get((ds["name"], metric, m["name"]))
+                row.append(_stat_cell(rec, metric, several))
+                if with_paper:
+                    row.append(_paper_cell(paper, rec, role, None, m["name"], metric))
+            rows.append(row)
+        blocks.append(Block(title, header, rows))
+    return Table(spec["name"], spec.get("title") or spec["name"], caption(spec, any_paper), blocks)
+
+
+def _listsize_blocks(index, spec, ds, title, paper, several) -> list[Block]:
+    """One block per metric: rows L_test, columns the methods (one per L_train)."""
+    l_train = spec.get("l_train", {})
+    methods = sorted(spec["methods"], key=lambda m: l_train.get(m["name"], 0))
+    sizes = spec.get("list_sizes") or [None]
+    blocks = []
+    for metric in spec["metrics"]:
+        header = ["L_test \\ L_train"]
+        for m in methods:
+            header.append(str(l_train.get(m["name"], m.get("label") or m["name"])))
+            if paper is not None:
+                header.append("paper (Δ)")
+        rows = []
+        for size in sizes:
+            row = [Cell(str(size) if size else "full")]
+            for m in methods:
+                rec = index.get((dataset_key(ds["name"], size), metric, m["name"]))
+                row.append(_stat_cell(rec, metric, several))
+                if paper is not None:
+                    row.append(_paper_cell(paper, rec, ds.get("role"), size, m["name"], metric))
+            rows.append(row)
+        blocks.append(Block(f"{metric_label(metric)}: {title}", header, rows))
+    return blocks
+
+
+# ----------------------------------------------------------------------------- emitters
+
+
+def _md_cell(cell: Cell) -> str:
+    text = cell.text
+    if cell.underline:
+        text = f"<u>{text}</u>"
+    if cell.bold:
+        text = f"**{text}**"
+    return f"{text} {cell.sub}".strip().replace("|", "\\|")
+
+
+def to_markdown(table: Table) -> str:
+    """GitHub-flavoured Markdown: a heading, the caption, one pipe table per block."""
+    lines = [f"### {table.title}", "", f"*{table.caption}*", ""]
+    for block in table.blocks:
+        lines += [f"#### {block.title}", ""]
+        lines.append("| " + " | ".join(h.replace("|", "\\|") for h in block.header) + " |")
+        lines.append("|" + "|".join(["---"] + ["---:"] * (len(block.header) - 1)) + "|")
+        for row in block.rows:
+            lines.append("| " + " | ".join(_md_cell(c) for c in row) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+_LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\^{}"}
+_LATEX_SYMBOLS = {"±": r"$\pm$", "Δ": r"$\Delta$", "↓": r"$\downarrow$", "–": "--", ">=": r"$\geq$"}
+
+
+def latex_escape(text: str) -> str:
+    r"""Escape LaTeX specials and map the few symbols the tables use.
+
+    >>> latex_escape("ndcg_max ± 5% Δ")
+    'ndcg\\_max $\\pm$ 5\\% $\\Delta$'
+    """
+    out = "".join(_LATEX_ESCAPES.get(ch, ch) for ch in text)
+    for sym, rep in _LATEX_SYMBOLS.items():
+        out = out.replace(sym, rep)
+    return out
+
+
+def _tex_cell(cell: Cell) -> str:
+    text = latex_escape(cell.text)
+    if cell.underline:
+        text = rf"\underline{{{text}}}"
+    if cell.bold:
+        text = rf"\textbf{{{text}}}"
+    return f"{text} {latex_escape(cell.sub)}".strip()
+
+
+def to_latex(table: Table) -> str:
+    """A booktabs ``table`` float: one tabular per block under an italic block title."""
+    out = [r"% requires \usepackage{booktabs}", r"\begin{table}[t]", r"\centering", r"\small",
+           rf"\caption{{{latex_escape(table.caption)}}}", rf"\label{{tab:{table.name}}}"]
+    for i, block in enumerate(table.blocks):
+        if i:
+            out.append(r"\medskip")
+        out.append(rf"\par\textit{{{latex_escape(block.title)}}}\par\smallskip")
+        out.append(r"\begin{tabular}{l" + "r" * (len(block.header) - 1) + "}")
+        out.append(r"\toprule")
+        out.append(" & ".join(latex_escape(h) for h in block.header) + r" \\")
+        out.append(r"\midrule")
+        for row in block.rows:
+            out.append(" & ".join(_tex_cell(c) for c in row) + r" \\")
+        out.append(r"\bottomrule")
+        out.append(r"\end{tabular}")
+    out.append(r"\end{table}")
+    return "\n".join(out) + "\n"
+
+
+_CSS = ("body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse;margin:.5em 0 1.5em}"
+        "th,td{padding:.25em .6em;text-align:right}th:first-child,td:first-child{text-align:left}"
+        "thead th{border-bottom:1px solid #333}table{border-top:2px solid #333;border-bottom:2px solid #333}"
+        "p.caption{max-width:60em;color:#333}")
+
+
+def _html_cell(cell: Cell, tag: str = "td") -> str:
+    text = html.escape(cell.text)
+    if cell.underline:
+        text = f"<u>{text}</u>"
+    if cell.bold:
+        text = f"<b>{text}</b>"
+    if cell.sub:
+        text += f" <small>{html.escape(cell.sub)}</small>"
+    return f"<{tag}>{text}</{tag}>"
+
+
+def to_html(table: Table) -> str:
+    """A standalone HTML page (the Snakemake report embeds it as is)."""
+    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+             f"<title>{html.escape(table.title)}</title><style>{_CSS}</style></head><body>",
+             f"<h2>{html.escape(table.title)}</h2>", f'<p class="caption">{html.escape(table.caption)}</p>']
+    for block in table.blocks:
+        parts.append(f"<h3>{html.escape(block.title)}</h3>")
+        parts.append("<table><thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in block.header)
+                     + "</tr></thead><tbody>")
+        for row in block.rows:
+            parts.append("<tr>" + "".join(_html_cell(c) for c in row) + "</tr>")
+        parts.append("</tbody></table>")
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+RENDERERS = {"md": to_markdown, "tex": to_latex, "html": to_html}

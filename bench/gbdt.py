@@ -1,0 +1,445 @@
+"""GBDT baselines: LightGBM (``lambdarank``, ``rank_xendcg``) and XGBoost (``rank:pairwise``,
+``rank:ndcg``) on exactly the prepared arrays and folds the neural trainer uses.
+
+Python API: :func:`gbdt_run` ``(config, prepared_dir, out_dir, *, method, seed,
+device="auto", quiet=False) -> Path``; CLI::
+
+    ltr-bench gbdt --prepared DIR --out RUN_DIR --method NAME --seed K --config CONFIG.yaml
+                   [--device auto|cpu|cuda] [--quiet]
+
+A GBDT method in the config::
+
+    methods:
+      lgbm_lambdarank: {gbdt: lightgbm, objective: lambdarank, params: {...},
+                        num_trees: 500, early_stopping_rounds: 50,
+                        early_stopping_metric: ndcg@10, metrics: ...}
+
+``num_trees`` (500) caps the boosting rounds; ``early_stopping_rounds`` (50) stops after
+that many rounds without improvement of ``early_stopping_metric`` on the validation split
+(default: the shared ``train.early_stopping_metric``, else ``ndcg@10``) and the test split is
+scored with the best round. The validation metric is computed by
+:func:`bench.metrics.evaluate` (a custom eval function; the libraries' own metrics are
+disabled), so GBDT and neural runs stop on the same metric conventions. ``metrics``
+defaults to the shared ``metrics`` section.
+
+Default parameters follow LightGBM's published MSLR experiment (docs/Experiments.rst):
+LightGBM ``learning_rate 0.1, num_leaves 255, min_data_in_leaf 0, min_sum_hessian_in_leaf
+100``; XGBoost ``eta 0.1, max_depth 8, min_child_weight 100, tree_method hist``; plus
+seeding (from ``derive_seed(dataset, fold, method, seed)``) and determinism switches
+(LightGBM ``deterministic, force_row_wise``). ``params`` overrides any of them. run.json
+records every library parameter, defaults included: LightGBM's ``booster.params`` and the
+``parameters:`` block of the saved model; XGBoost's ``json.loads(booster.save_config())``.
+
+Device: with ``auto``/``cuda`` and a visible GPU, XGBoost trains with ``device="cuda"`` and
+LightGBM tries its CUDA then OpenCL builds; any failure falls back to CPU with a logged
+note (the device actually used is in run.json). The curve has one row per boosting round
+(``train_loss`` and ``tau`` are NaN: the libraries expose no ranking loss value).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+from bench.runs import (
+    ConfigError,
+    cpu_name,
+    evaluate_split,
+    git_commit,
+    host_peak_rss_bytes,
+    label_metrics,
+    library_versions,
+    load_config,
+    method_entry,
+    protocol_hash,
+    resolve_metrics_config,
+    write_run,
+)
+from bench.seeds import derive_seed
+
+LIBRARIES = {"lightgbm": ("lambdarank", "rank_xendcg"), "xgboost": ("rank:pairwise", "rank:ndcg", "rank:map")}
+METHOD_KEYS = ("gbdt", "objective", "params", "num_trees", "early_stopping_rounds", "early_stopping_metric", "metrics")
+LGB_DEFAULTS: dict[str, Any] = {
+    "learning_rate": 0.1,
+    "num_leaves": 255,
+    "min_data_in_leaf": 0,
+    "min_sum_hessian_in_leaf": 100.0,
+    "deterministic": True,
+    "force_row_wise": True,
+    "verbosity": -1,
+}
+XGB_DEFAULTS: dict[str, Any] = {"eta": 0.1, "max_depth": 8, "min_child_weight": 100.0, "tree_method": "hist"}
+# set through num_trees / early_stopping_rounds / our eval function, never through params
+_RESERVED = {
+    "lightgbm": (
+        "num_iterations", "num_iteration", "n_iter", "num_tree", "num_trees", "num_round", "num_rounds",
+        "nrounds", "num_boost_round", "n_estimators", "max_iter", "early_stopping_round",
+        "early_stopping_rounds", "early_stopping", "n_iter_no_change", "metric", "metrics", "metric_types",
+        "objective", "application", "app", "objective_type", "loss",
+    ),
+    "xgboost": ("objective", "eval_metric", "disable_default_eval_metric", "num_boost_round", "n_estimators"),
+}
+
+
+def resolve_gbdt_config(config: dict[str, Any], method: str) -> dict[str, Any]:
+    """The resolved GBDT method config (library, objective, params, budgets, metrics).
+
+    >>> cfg = resolve_gbdt_config({"methods": {"x": {"gbdt": "xgboost", "objective": "rank:ndcg"}}}, "x")
+    >>> cfg["num_trees"], cfg["early_stopping_metric"], cfg["params"]["max_depth"]
+    (500, 'ndcg@10', 8)
+    """
+    entry = method_entry(config, method)
+    key = f"methods.{method}"
+    if "gbdt" not in entry:
+        raise ConfigError(f"{key}: not a GBDT method (no 'gbdt' key); train it with `ltr-bench train`")
+    for k in entry:
+        if k not in METHOD_KEYS:
+            raise ConfigError(f"{key}.{k}: unknown key; known keys: {', '.join(METHOD_KEYS)}")
+    lib = entry["gbdt"]
+    if lib not in LIBRARIES:
+        raise ConfigError(f"{key}.gbdt: must be one of {sorted(LIBRARIES)}, got {lib!r}")
+    objective = entry.get("objective")
+    if objective not in LIBRARIES[lib]:
+        raise ConfigError(f"{key}.objective: {lib} ranking objectives are {LIBRARIES[lib]}, got {objective!r}")
+    params = entry.get("params") or {}
+    if not isinstance(params, dict):
+        raise ConfigError(f"{key}.params: must be a mapping")
+    for p in params:
+        if p in _RESERVED[lib]:
+            raise ConfigError(
+                f"{key}.params.{p}: set via {key}.num_trees / early_stopping_rounds / objective / "
+                "early_stopping_metric instead"
+            )
+    out: dict[str, Any] = {"gbdt": lib, "objective": objective}
+    out["params"] = {**(LGB_DEFAULTS if lib == "lightgbm" else XGB_DEFAULTS), **params}
+    for name, default in (("num_trees", 500), ("early_stopping_rounds", 50)):
+        v = entry.get(name, default)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ConfigError(f"{key}.{name}: must be a positive integer, got {v!r}")
+        out[name] = v
+    shared_train = config.get("train") or {}
+    metric = entry.get("early_stopping_metric", shared_train.get("early_stopping_metric", "ndcg@10"))
+    from bench.metrics import parse_metric
+
+    try:
+        parse_metric(metric)
+    except ValueError as exc:
+        raise ConfigError(f"{key}.early_stopping_metric: {exc}") from exc
+    out["early_stopping_metric"] = metric
+    if "metrics" in entry:
+        out["metrics"] = resolve_metrics_config(entry["metrics"], key=f"{key}.metrics")
+    else:
+        out["metrics"] = resolve_metrics_config(config.get("metrics"))
+    return out
+
+
+def _gpu_visible() -> bool:
+    """A CUDA GPU is visible (via torch if it has CUDA, else ``nvidia-smi -L``)."""
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return True
+    except ImportError:
+        pass
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return False
+    try:
+        res = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return res.returncode == 0 and "GPU" in res.stdout
+
+
+def _lgb_model_parameters(model_text: str) -> dict[str, str]:
+    """The ``parameters:`` block of a saved LightGBM model: every parameter incl. defaults."""
+    start = model_text.find("\nparameters:\n")
+    end = model_text.find("\nend of parameters", start)
+    if start < 0 or end < 0:
+        return {}
+    out = {}
+    for line in model_text[start:end].splitlines():
+        m = re.match(r"^\[([^:\]]+): ?(.*)\]$", line.strip())
+        if m:
+            out[m.group(1)] = m.group(2)
+    return out
+
+
+def _split_arrays(split) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    return (
+        np.array(split.features, dtype=np.float32, copy=True),
+        np.array(split.labels, dtype=np.float32, copy=True),
+        np.array(split.offsets, dtype=np.int64, copy=True),
+        np.array(split.qids, dtype=np.int64, copy=True),
+    )
+
+
+def _train_lightgbm(cfg, data, seed_value, want_gpu, feval_values, log) -> tuple[np.ndarray, dict[str, Any]]:
+    import lightgbm as lgb
+
+    (xt, yt, ot, _), (xv, yv, ov, _), (xs, _, _, _) = data
+    params = {"objective": cfg["objective"], "metric": "None", "seed": seed_value, **cfg["params"]}
+    history: list[float] = []
+    higher = feval_values["higher"]
+
+    def feval(preds, _dataset):
+        value = feval_values["fn"](preds)
+        history.append(value)
+        return cfg["early_stopping_metric"], value, higher
+
+    def fit(device_type: str):
+        history.clear()
+        dtrain = lgb.Dataset(xt, label=yt, group=np.diff(ot), free_raw_data=False)
+        dvali = lgb.Dataset(xv, label=yv, group=np.diff(ov), reference=dtrain, free_raw_data=False)
+        return lgb.train(
+            {**params, "device_type": device_type},
+            dtrain,
+            num_boost_round=cfg["num_trees"],
+            valid_sets=[dvali],
+            valid_names=["vali"],
+            feval=feval,
+            callbacks=[lgb.early_stopping(cfg["early_stopping_rounds"], first_metric_only=True, verbose=False)],
+        )
+
+    device = "cpu"
+    booster = None
+    if want_gpu and "device_type" not in cfg["params"]:
+        for candidate in ("cuda", "gpu"):
+            try:
+                booster = fit(candidate)
+                device = candidate
+                break
+            except lgb.basic.LightGBMError as exc:
+                log(f"LightGBM device_type={candidate} unavailable ({str(exc).splitlines()[0]}); trying the next")
+        if booster is None:
+            log("LightGBM: no GPU build usable; training on CPU")
+    if booster is None:
+        booster = fit(cfg["params"].get("device_type", "cpu"))
+        device = cfg["params"].get("device_type", "cpu")
+    best = booster.best_iteration if booster.best_iteration > 0 else booster.current_iteration()
+    scores = booster.predict(xs, num_iteration=best)
+    record = {
+        "device": device,
+        "best_iteration": int(best),
+        "rounds_trained": int(booster.current_iteration()),
+        "booster_params": booster.params,
+        "model_parameters": _lgb_model_parameters(booster.model_to_string(num_iteration=best)),
+        "history": list(history),
+    }
+    return scores, record
+
+
+def _train_xgboost(cfg, data, seed_value, want_gpu, feval_values, log) -> tuple[np.ndarray, dict[str, Any]]:
+    import xgboost as xgb
+
+    (xt, yt, ot, _), (xv, yv, ov, _), (xs, _, _, _) = data
+    history: list[float] = []
+
+    def metric(predt, _dmatrix):
+        value = feval_values["fn"](predt)
+        history.append(value)
+        return cfg["early_stopping_metric"], value
+
+    dtrain = xgb.DMatrix(xt, label=yt)
+    dtrain.set_group(np.diff(ot))
+    dvali = xgb.DMatrix(xv, label=yv)
+    dvali.set_group(np.diff(ov))
+    params = {"objective": cfg["objective"], "disable_default_eval_metric": 1, "seed": seed_value, **cfg["params"]}
+
+    def fit(device: str):
+        history.clear()
+        return xgb.train(
+            {**params, "device": device},
+            dtrain,
+            num_boost_round=cfg["num_trees"],
+            evals=[(dvali, "vali")],
+            custom_metric=metric,
+            maximize=feval_values["higher"],
+            early_stopping_rounds=cfg["early_stopping_rounds"],
+            verbose_eval=False,
+        )
+
+    device = cfg["params"].get("device", "cpu")
+    booster = None
+    if want_gpu and "device" not in cfg["params"]:
+        if not xgb.build_info().get("USE_CUDA", False):
+            log("XGBoost was built without CUDA; training on CPU")
+        else:
+            try:
+                booster = fit("cuda")
+                device = "cuda"
+            except xgb.core.XGBoostError as exc:
+                log(f"XGBoost device=cuda failed ({str(exc).splitlines()[0]}); training on CPU")
+    if booster is None:
+        booster = fit(device)
+    best = int(getattr(booster, "best_iteration", booster.num_boosted_rounds() - 1))
+    scores = booster.predict(xgb.DMatrix(xs), iteration_range=(0, best + 1))
+    record = {
+        "device": device,
+        "best_iteration": best + 1,
+        "rounds_trained": int(booster.num_boosted_rounds()),
+        "booster_params": params,
+        "model_parameters": json.loads(booster.save_config()),
+        "history": list(history),
+    }
+    return scores, record
+
+
+def gbdt_run(
+    config: dict[str, Any],
+    prepared_dir: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    *,
+    method: str,
+    seed: int,
+    device: str = "auto",
+    quiet: bool = False,
+) -> Path:
+    """Train one GBDT method on a prepared fold with ``seed``; write the run directory."""
+    started = time.perf_counter()
+    if device not in ("auto", "cpu", "cuda"):
+        raise ConfigError(f"--device: must be auto, cpu or cuda, got {device!r}")
+    cfg = resolve_gbdt_config(config, method)
+    from bench.data import load_prepared
+    from bench.metrics import higher_is_better, summarize
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    prepared = load_prepared(prepared_dir)
+    meta = prepared.meta
+    dataset, fold = str(meta["dataset"]), str(meta["fold"])
+    data = tuple(_split_arrays(prepared.splits[s]) for s in ("train", "vali", "test"))
+    seed_value = derive_seed(dataset, fold, method, int(seed)) % (2**31 - 1)
+    want_gpu = device != "cpu" and _gpu_visible()
+    if device == "cuda" and not want_gpu:
+        log("CUDA requested but no GPU is visible; training on CPU")
+    metrics_cfg = cfg["metrics"]
+    stop = cfg["early_stopping_metric"]
+    _, yv, ov, _ = data[1]
+
+    def vali_metric(preds: np.ndarray) -> float:
+        frame = evaluate_split(np.asarray(preds, dtype=np.float32), yv, ov, metrics_cfg, names=[stop])
+        return summarize(frame, [stop])[stop]
+
+    feval_values = {"fn": vali_metric, "higher": higher_is_better(stop)}
+    trainer: Callable = _train_lightgbm if cfg["gbdt"] == "lightgbm" else _train_xgboost
+    t_fit = time.perf_counter()
+    raw, record = trainer(cfg, data, seed_value, want_gpu, feval_values, log)
+    fit_seconds = time.perf_counter() - t_fit
+    scores = np.asarray(raw, dtype=np.float32)  # evaluate exactly what scores.npy stores
+    if not np.isfinite(scores).all():
+        raise ConfigError(f"methods.{method}: the model produced non-finite test scores")
+    _, ys, os_, qs = data[2]
+    frame = evaluate_split(scores, ys, os_, metrics_cfg, query_ids=qs)
+    history = record.pop("history")
+    curve = pd.DataFrame(
+        {
+            "epoch": np.arange(1, len(history) + 1),
+            "step": np.arange(1, len(history) + 1),
+            "lr": float(cfg["params"].get("learning_rate", cfg["params"].get("eta", math.nan))),
+            "tau": math.nan,
+            "train_loss": math.nan,
+            "seconds": math.nan,
+            f"vali_{stop}": history,
+        }
+    )
+    protocol = {
+        "kind": "gbdt",
+        "dataset": dataset,
+        "fold": fold,
+        "preprocessing": meta.get("options"),
+        "early_stopping_metric": stop,
+        "metrics": metrics_cfg,
+        "seed": int(seed),
+        "seeding": "bench.seeds.derive_seed(dataset, fold, method, seed)",
+    }
+    commit, dirty = git_commit()
+    dev_name = cpu_name()
+    if record["device"] != "cpu":
+        try:
+            import torch
+
+            dev_name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cuda"
+        except ImportError:
+            dev_name = "cuda"
+    run_info = {
+        "kind": "gbdt",
+        "dataset": dataset,
+        "fold": fold,
+        "method": method,
+        "seed": int(seed),
+        "config": {**cfg, "device_requested": device},
+        "protocol": protocol,
+        "protocol_hash": protocol_hash(protocol),
+        "dataset_fingerprint": prepared.fingerprint,
+        "prepared_dir": str(Path(prepared_dir).resolve()),
+        "git_commit": commit,
+        "git_dirty": dirty,
+        "versions": library_versions(),
+        "device": record["device"],
+        "device_name": dev_name,
+        "wall_time_s": time.perf_counter() - started,
+        "peak_memory": {"host_max_rss_bytes": host_peak_rss_bytes(), "cuda_max_allocated_bytes": None},
+        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "library_seed": seed_value,
+        "library_parameters": {"booster_params": record["booster_params"], "model": record["model_parameters"]},
+        "result": {
+            "best_iteration": record["best_iteration"],
+            "rounds_trained": record["rounds_trained"],
+            "best_vali": history[record["best_iteration"] - 1] if history else None,
+            "early_stopping_metric": stop,
+            "fit_seconds": fit_seconds,
+            "test_means": summarize(frame, metrics_cfg["names"]),
+            "n_test_queries": int(os_.size - 1),
+        },
+    }
+    if not quiet:
+        log(
+            f"{cfg['gbdt']} {cfg['objective']}: {record['rounds_trained']} rounds, best {record['best_iteration']}, "
+            f"vali {stop} {run_info['result']['best_vali']}, {fit_seconds:.1f}s on {record['device']}"
+        )
+    metrics = label_metrics(frame, dataset=dataset, fold=fold, method=method, seed=int(seed))
+    return write_run(out_dir, scores=scores, metrics=metrics, curve=curve, run_info=run_info)
+
+
+def _cli_gbdt(args) -> int:
+    from bench.cli import CliError
+
+    try:
+        config = load_config(args.config)
+        out = gbdt_run(
+            config, args.prepared, args.out, method=args.method, seed=args.seed, device=args.device, quiet=args.quiet
+        )
+    except ConfigError as exc:
+        raise CliError(str(exc)) from exc
+    except FileNotFoundError as exc:
+        raise CliError(f"{exc.filename or exc}: not found ({exc.strerror or exc})") from exc
+    print(out)
+    return 0
+
+
+def register_cli(subparsers) -> None:
+    """Add ``ltr-bench gbdt``."""
+    p = subparsers.add_parser("gbdt", help="train one LightGBM/XGBoost baseline on one prepared fold")
+    p.add_argument("--prepared", required=True, help="prepared fold directory (ltr-bench prepare)")
+    p.add_argument("--out", required=True, help="run directory to create")
+    p.add_argument("--method", required=True, help="key under methods: in the config (with gbdt: ...)")
+    p.add_argument("--seed", required=True, type=int)
+    p.add_argument("--config", required=True, help="YAML or JSON config")
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--quiet", action="store_true", help="no summary line")
+    p.set_defaults(func=_cli_gbdt)

@@ -1,0 +1,207 @@
+r"""PiRank losses (Swezey et al. 2021): relaxed NDCG@k and ARP from the top-k NeuralSort rows,
+obtained with the divide-and-conquer tree of Section 3.3 (eqs. 13-17).
+
+Tree (:func:`pirank_topk`). The real items of a list (in their original order) are the
+leaves, padded with masked *filler* leaves to :math:`L' = b_1 \cdots b_d`; leaf
+:math:`1 + \sum_j (i_j - 1)\prod_{l<j} b_l` sits at branch indices :math:`(i_1, \dots, i_d)`
+(eq. 13), so a node of height 1 holds ``b_1`` consecutive leaves. At height :math:`j` each
+node applies NeuralSort with temperature :math:`\tau_j` to the concatenation of its
+:math:`b_j` children's :math:`k_{j-1}` relaxed values and keeps the first
+:math:`k_j = \min(k, k_{j-1} b_j)` rows :math:`\hat Q^{(j)}` (eq. 14); its values are
+:math:`\hat Q^{(j)} Y^{(j-1)}` (eq. 15) and its rows over the original items are the
+composition :math:`\hat P^{(j)} = \hat Q^{(j)} \hat P^{(j-1)}` (eq. 16), so the root holds a
+``k x L`` matrix :math:`\hat P` with :math:`\hat P s` = the relaxed top-k scores (eq. 17).
+
+Choices fixed here:
+
+* Masking, not low scores: a child value is *valid* only if its row index is below the
+  number of valid values in that child, and invalid values (filler, padding, rows beyond a
+  short node) are excluded from the parent's softmax and row sums, with the node's own
+  valid count as NeuralSort's ``n``. Filler therefore never receives rank mass while real
+  items remain, and rows beyond a list's length are zero.
+* ``depth=1`` is exactly NeuralSort's first ``k`` rows. With ``branching=None`` every level
+  uses the smallest ``b`` with ``b**depth`` at least the longest list of the batch (so
+  ``L = 3375, depth = 3`` gives ``b = 15``); pass ``branching`` explicitly to make the tree
+  independent of the other lists in the batch. A given ``branching`` fixes the depth.
+* ``tau`` is one temperature for every level or a non-decreasing sequence
+  ``(tau_1, ..., tau_d)``.
+
+Losses (gain :math:`2^y-1`, discount :math:`1/\log_2(1+j)`):
+
+* ``pirank_ndcg``: :math:`1 - \sum_{j \le k} [\hat P g]_j d_j / \mathrm{maxDCG@k}`.
+* ``pirank_arp``: :math:`\sum_{j \le k} [\hat P y]_j\, j / \sum_{j \le k} y_{(j)}` (eq. 11),
+  where :math:`y_{(j)}` are the labels sorted descending (the only reading of eq. 11's
+  denominator that is a constant of the list; for ``k >= n`` it is :math:`\sum_i y_i`, eq. 4).
+  Its default is ``k=None`` (the whole list) rather than 10: truncated ARP is minimised by
+  ranking the relevant items *below* ``k``, where they no longer count.
+* ``straight_through=True``: the forward value is the exact hard metric loss (ranking by
+  descending score, ties broken by position as ``bench.metrics.evaluate(ties="stable")``)
+  and the gradient is the relaxed loss's: ``hard + (relaxed - relaxed.detach())``.
+
+A list contributes when it has at least 2 real items and a positive normaliser; the batch
+value is the mean of per-list losses over contributing lists (not a ratio of batch sums).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+from torch import Tensor
+
+from bench.losses._common import discounts, gain, masked_mean_over_lists, max_dcg
+from bench.losses.neuralsort import check_loss_inputs, neuralsort
+
+
+def _branching(width: int, depth: int, branching: Sequence[int] | None) -> tuple[int, ...]:
+    if branching is not None:
+        b = tuple(int(x) for x in branching)
+        if depth not in (1, len(b)):
+            raise ValueError(f"depth={depth} disagrees with branching={b} (length {len(b)})")
+        if not b or min(b) < 1:
+            raise ValueError(f"branching factors must be positive integers, got {b}")
+        if math.prod(b) < width:
+            raise ValueError(f"branching={b} holds {math.prod(b)} leaves, fewer than the longest list ({width})")
+        return b
+    if int(depth) < 1:
+        raise ValueError(f"depth must be >= 1, got {depth}")
+    base = max(1, math.ceil(width ** (1.0 / depth)) - 1)
+    while base**depth < width:  # smallest integer root, robust to float rounding
+        base += 1
+    return (base,) * int(depth)
+
+
+def _temperatures(tau, depth: int) -> tuple[float, ...]:
+    taus = tuple(float(t) for t in tau) if isinstance(tau, (list, tuple)) else (float(tau),) * depth
+    if len(taus) != depth:
+        raise ValueError(f"tau has {len(taus)} levels, the tree has depth {depth}")
+    if min(taus) <= 0 or any(a > b for a, b in zip(taus, taus[1:])):
+        raise ValueError(f"temperatures must be > 0 and non-decreasing by height, got {taus}")
+    return taus
+
+
+def pirank_topk(scores: Tensor, mask: Tensor, k: int | None = 10, tau=1.0, depth: int = 1,
+                branching: Sequence[int] | None = None) -> Tensor:
+    r"""Top-``k`` rows of the relaxed sort matrix from the divide-and-conquer tree, ``[B, k, L]``.
+
+    ``k`` is clipped to the longest list (``None`` = all rows); rows beyond a list's length
+    and columns of padded items are 0. ``depth=1`` equals ``neuralsort(scores, mask, tau, k)``.
+
+    Figure 4 of the paper (b = (3, 2), k = 2): the root holds (0.7, 0.5) as tau -> 0.
+
+    >>> s = torch.tensor([[0.2, 0.5, 0.3, 0.4, 0.1, 0.7]], dtype=torch.float64)
+    >>> P = pirank_topk(s, torch.ones_like(s, dtype=torch.bool), k=2, tau=1e-3, branching=(3, 2))
+    >>> [round(v, 6) for v in (P @ s[0]).tolist()[0]]
+    [0.7, 0.5]
+    """
+    if scores.dim() != 2 or scores.shape != mask.shape:
+        raise ValueError(f"scores and mask must be [B, L] of one shape, got {tuple(scores.shape)}, {tuple(mask.shape)}")
+    if k is not None and int(k) < 1:
+        raise ValueError(f"k must be >= 1 or None, got {k}")
+    bsz, length = scores.shape
+    dtype, device = scores.dtype, scores.device
+    width = max(1, int(mask.sum(-1).max())) if length else 1
+    b = _branching(width, int(depth), branching)
+    taus = _temperatures(tau, len(b))
+    kk = width if k is None else min(int(k), width)
+    # Compact: real items first, in their original order (the tree is position based).
+    order = torch.argsort((~mask).to(torch.int8), dim=-1, stable=True)[:, :width]
+    zero = torch.zeros((), dtype=dtype, device=device)
+    vals = torch.where(mask, scores, zero).gather(1, order)
+    valid = mask.gather(1, order)
+    leaves = math.prod(b)
+    vals = torch.nn.functional.pad(vals, (0, leaves - width))
+    valid = torch.nn.functional.pad(valid, (0, leaves - width), value=False)
+    y = vals[:, :, None]  # [B, nodes, values per node]
+    ok = valid[:, :, None]
+    p = torch.ones(bsz, leaves, 1, 1, dtype=dtype, device=device)  # [B, nodes, rows, leaves below]
+    k_prev = 1
+    for b_j, tau_j in zip(b, taus):
+        nodes = y.shape[1] // b_j
+        cand = y.reshape(bsz, nodes, b_j * k_prev)
+        cand_ok = ok.reshape(bsz, nodes, b_j * k_prev)
+        k_j = min(kk, k_prev * b_j)
+        q = neuralsort(cand, cand_ok, tau_j, k_j)  # [B, nodes, k_j, b_j * k_prev]
+        y = (q @ cand[..., None])[..., 0]
+        ok = torch.arange(k_j, device=device) < cand_ok.sum(-1, keepdim=True)
+        below = p.shape[-1]
+        p = torch.einsum("bnlqc,bnqcs->bnlqs", q.reshape(bsz, nodes, k_j, b_j, k_prev),
+                         p.reshape(bsz, nodes, b_j, k_prev, below)).reshape(bsz, nodes, k_j, b_j * below)
+        k_prev = k_j
+    p = p[:, 0, :, :width]  # filler columns are exactly 0
+    out = torch.zeros(bsz, kk, length, dtype=dtype, device=device)
+    return out.scatter(2, order[:, None, :].expand(bsz, kk, width), p)
+
+
+def hard_order(scores: Tensor, mask: Tensor) -> Tensor:
+    """Indices sorting each list by descending score, padding last, ties by position."""
+    low = torch.full((), float("-inf"), dtype=scores.dtype, device=scores.device)
+    return torch.argsort(torch.where(mask, scores, low), dim=-1, descending=True, stable=True)
+
+
+def _hard_top(scores: Tensor, values: Tensor, mask: Tensor, kk: int) -> Tensor:
+    """``values`` of the top ``kk`` items by hard rank (0 for padding), ``[B, kk]``."""
+    idx = hard_order(scores.detach(), mask)[:, :kk]
+    zero = torch.zeros((), dtype=values.dtype, device=values.device)
+    return torch.where(mask.gather(1, idx), values.gather(1, idx), zero)
+
+
+def _combine(relaxed: Tensor, hard: Tensor, straight_through: bool) -> Tensor:
+    # hard + (r - r) is exactly `hard` in the forward pass and carries r's gradient.
+    return hard + (relaxed - relaxed.detach()) if straight_through else relaxed
+
+
+def pirank_ndcg(scores: Tensor, labels: Tensor, mask: Tensor, k: int | None = 10, tau=5.0, depth: int = 1,
+                branching: Sequence[int] | None = None, straight_through: bool = True) -> Tensor:
+    r"""PiRank-NDCG@k loss :math:`1 - \sum_{j\le k} [\hat P g]_j d_j / \mathrm{maxDCG@k}`.
+
+    With ``straight_through`` the value is exactly ``1 - NDCG@k`` (hard sort) and the
+    gradient that of the relaxed loss. Batch value: mean over contributing lists.
+
+    >>> s = torch.tensor([[0.1, 0.9, 0.5]]); y = torch.tensor([[2.0, 0.0, 1.0]])
+    >>> m = torch.ones(1, 3, dtype=torch.bool)
+    >>> v = pirank_ndcg(s, y, m, k=2)  # hard order: y = 0, 1, 2
+    >>> round(v.item(), 4), round(1 - (1 / 1.5849625) / (3 + 1 / 1.5849625), 4)
+    (0.8262, 0.8262)
+    """
+    labels = check_loss_inputs(scores, labels, mask)
+    p = pirank_topk(scores, mask, k, tau, depth, branching)
+    kk = p.shape[1]
+    zero = torch.zeros((), dtype=scores.dtype, device=scores.device)
+    g = torch.where(mask, gain(labels), zero)
+    disc = discounts(kk, like=scores)
+    ideal = max_dcg(labels, mask, k)
+    safe = torch.where(ideal > 0, ideal, torch.ones_like(ideal))
+    relaxed = 1.0 - ((p @ g[:, :, None])[..., 0] * disc).sum(-1) / safe
+    hard = 1.0 - (_hard_top(scores, g, mask, kk) * disc).sum(-1) / safe
+    contributes = (mask.sum(-1) >= 2) & (ideal > 0)
+    return masked_mean_over_lists(_combine(relaxed, hard, straight_through), contributes, scores)
+
+
+def pirank_arp(scores: Tensor, labels: Tensor, mask: Tensor, k: int | None = None, tau=5.0, depth: int = 1,
+               branching: Sequence[int] | None = None, straight_through: bool = True) -> Tensor:
+    r"""PiRank-ARP loss :math:`\sum_{j\le k} [\hat P y]_j\, j / \sum_{j\le k} y_{(j)}` (lower is better).
+
+    ``k=None`` (default) is the full-list ARP of eq. 4, equal to ``bench.metrics`` ``"arp"``
+    in the straight-through forward value. Batch value: mean over contributing lists
+    (>= 2 real items and a positive label sum).
+
+    >>> s = torch.tensor([[0.1, 0.9, 0.5]]); y = torch.tensor([[2.0, 0.0, 1.0]])
+    >>> m = torch.ones(1, 3, dtype=torch.bool)
+    >>> round(pirank_arp(s, y, m).item(), 4)  # (0*1 + 1*2 + 2*3) / 3
+    2.6667
+    """
+    labels = check_loss_inputs(scores, labels, mask)
+    p = pirank_topk(scores, mask, k, tau, depth, branching)
+    kk = p.shape[1]
+    zero = torch.zeros((), dtype=scores.dtype, device=scores.device)
+    pos = torch.arange(1, kk + 1, dtype=scores.dtype, device=scores.device)
+    low = torch.full((), float("-inf"), dtype=scores.dtype, device=scores.device)
+    top_labels = torch.topk(torch.where(mask, labels, low), kk, dim=-1).values
+    norm = torch.where(torch.isfinite(top_labels), top_labels, zero).sum(-1)
+    safe = torch.where(norm > 0, norm, torch.ones_like(norm))
+    relaxed = ((p @ labels[:, :, None])[..., 0] * pos).sum(-1) / safe
+    hard = (_hard_top(scores, labels, mask, kk) * pos).sum(-1) / safe
+    contributes = (mask.sum(-1) >= 2) & (norm > 0)
+    return masked_mean_over_lists(_combine(relaxed, hard, straight_through), contributes, scores)

@@ -270,11 +270,41 @@ def _validate(scores, labels, query_offsets):
 # ----------------------------------------------------------------------------------------
 # the sorted layout shared by all metrics
 
+# cut-offs up to this use a dense [Q, k] "head" of each ranked list instead of masks over N
+_HEAD_MAX = 64
 
-def _order_within_queries(qidx: np.ndarray, key_desc: np.ndarray) -> np.ndarray:
-    """Permutation sorting by (query, -key, position): one stable global sort plus an
-    argsort of unique int64 composite keys (faster than ``np.lexsort``)."""
+
+def _descending_key32(x: np.ndarray) -> np.ndarray:
+    """uint64 keys in [0, 2^32) that increase as the float32 value ``x`` decreases.
+
+    IEEE bits ordered as integers: flip all bits of negatives, set the sign bit of
+    positives; ``x + 0.0`` folds ``-0.0`` into ``+0.0`` so the two tie.
+    """
+    bits = (x + 0.0).astype(np.float32).view(np.uint32)
+    ascending = np.where(bits >> np.uint32(31) == 1, ~bits, bits | np.uint32(0x80000000))
+    return (np.uint32(0xFFFFFFFF) - ascending).astype(np.uint64)
+
+
+def _order_within_queries(key_desc, qidx, start, pos, n_queries, max_len) -> np.ndarray:
+    """Permutation sorting items by (query, -key, position within the query).
+
+    Fast path for float32-representable keys (model scores, graded labels): pack
+    (query, key, position) into one uint64 and ``np.sort`` it -- the position in the low
+    bits makes ties stable and is all that has to be read back, because query blocks keep
+    their place. Otherwise: a stable global argsort, then an argsort of unique composite
+    (query, global rank) keys.
+    """
     n = len(key_desc)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    pos_bits = int(max_len - 1).bit_length()
+    q_bits = int(n_queries - 1).bit_length()
+    if q_bits + 32 + pos_bits <= 64 and np.array_equal(key_desc.astype(np.float32), key_desc):
+        packed = (_descending_key32(key_desc) << np.uint64(pos_bits)) | pos.astype(np.uint64)
+        if q_bits:
+            packed |= qidx.astype(np.uint64) << np.uint64(32 + pos_bits)
+        packed.sort()
+        return start + (packed & np.uint64((1 << pos_bits) - 1)).astype(np.int64)
     glob = np.argsort(-key_desc, kind="stable")
     global_rank = np.empty(n, dtype=np.int64)
     global_rank[glob] = np.arange(n, dtype=np.int64)
@@ -289,68 +319,118 @@ class _Ranking:
         self.offsets = offsets
         self.n_queries = len(offsets) - 1
         self.lengths = np.diff(offsets)
-        n = len(scores)
+        self.n = len(scores)
+        self.max_len = int(self.lengths.max()) if self.n_queries else 0
         self.qidx = np.repeat(np.arange(self.n_queries, dtype=np.int64), self.lengths)
+        self._item_start = offsets[:-1][self.qidx]
+        self.pos = np.arange(self.n, dtype=np.int64) - self._item_start  # 0-based
+        nonempty = self.lengths > 0
+        self._nonempty, self._all_nonempty = nonempty, bool(nonempty.all())
+        self._starts = offsets[:-1][nonempty]
+        # first index of each query, clipped so empty (trailing) queries index safely
+        self.query_starts = offsets[:-1].clip(max=max(self.n - 1, 0))
         self._labels = labels
-        order = _order_within_queries(self.qidx, scores)
+        order = self._order(scores)
         self.y = labels[order]
         self.s = scores[order]
-        self.rank = (np.arange(n, dtype=np.int64) - offsets[:-1][self.qidx] + 1).astype(np.float64)
+        self.rank = self.pos + 1.0
         self.rel = (self.y >= 1.0).astype(np.float64)
 
+    def _order(self, key: np.ndarray) -> np.ndarray:
+        return _order_within_queries(key, self.qidx, self._item_start, self.pos,
+                                     self.n_queries, max(self.max_len, 1))
+
+    # -- segment reductions ---------------------------------------------------------------
     def segsum(self, x: np.ndarray) -> np.ndarray:
-        """Per-query sum of a per-item array, float64 ``[Q]``."""
-        return np.bincount(self.qidx, weights=x, minlength=self.n_queries)
+        """Per-query sum of a per-item array, float64 ``[Q]`` (0 for empty queries)."""
+        if self.n == 0:
+            return np.zeros(self.n_queries)
+        sums = np.add.reduceat(np.asarray(x, dtype=np.float64), self._starts)
+        if self._all_nonempty:
+            return sums
+        out = np.zeros(self.n_queries)
+        out[self._nonempty] = sums
+        return out
+
+    def top_sum(self, x: np.ndarray, k: int | None, discounted: bool = False) -> np.ndarray:
+        """Per query: sum of ``x`` (times the DCG discount) over ranks ``<= k``."""
+        if k is None or k >= self.max_len:
+            return self.segsum(x * self.discount if discounted else x)
+        if k <= _HEAD_MAX:
+            cols = np.arange(k)
+            idx = np.minimum(self.offsets[:-1, None] + cols, max(self.n - 1, 0))
+            head = np.where(cols < self.lengths[:, None], x[idx] if self.n else 0.0, 0.0)
+            if discounted:
+                head = head * _discount_table(k)
+            return head.sum(axis=1)
+        w = x * self.discount if discounted else x
+        return self.segsum(np.where(self.rank <= k, w, 0.0))
 
     @cached_property
     def discount(self) -> np.ndarray:
-        return 1.0 / np.log2(1.0 + self.rank)
+        """``1 / log2(1 + rank)`` per item."""
+        return _discount_table(max(self.max_len, 1))[self.pos]
 
+    # -- label views -------------------------------------------------------------------------
     @cached_property
     def y_ideal(self) -> np.ndarray:
         """Labels sorted descending within each query (the ideal ranking)."""
-        return self._labels[_order_within_queries(self.qidx, self._labels)]
+        return self._labels[self._order(self._labels)]
+
+    @cached_property
+    def gain_expected(self) -> np.ndarray:
+        return self.expect(np.exp2(self.y) - 1.0)
+
+    @cached_property
+    def gain_ideal(self) -> np.ndarray:
+        return np.exp2(self.y_ideal) - 1.0
+
+    @cached_property
+    def rel_expected(self) -> np.ndarray:
+        return self.expect(self.rel)
+
+    @cached_property
+    def codes(self) -> tuple[np.ndarray, int]:
+        """Dense integer codes of the labels (predicted order) and the number of codes."""
+        y = self.y
+        if self.n and np.all(y == np.floor(y)) and y.max() < 1024:
+            return y.astype(np.int64), int(y.max()) + 1
+        uniq, inv = np.unique(y, return_inverse=True)
+        return inv.astype(np.int64).reshape(-1), max(len(uniq), 1)
 
     # -- score-tie groups (consecutive items of one query with equal scores) -------------
     @cached_property
-    def group_new(self) -> np.ndarray:
-        new = np.ones(len(self.s), dtype=bool)
-        new[1:] = (self.s[1:] != self.s[:-1]) | (self.qidx[1:] != self.qidx[:-1])
-        return new
-
-    @cached_property
-    def gid(self) -> np.ndarray:
-        return np.cumsum(self.group_new) - 1
-
-    @cached_property
     def group_starts(self) -> np.ndarray:
-        """Index (in the sorted layout) of each group's first item."""
-        return np.flatnonzero(self.group_new)
+        """Index (in the sorted layout) of each tie group's first item."""
+        new = np.ones(self.n, dtype=bool)
+        new[1:] = (self.s[1:] != self.s[:-1]) | (self.qidx[1:] != self.qidx[:-1])
+        return np.flatnonzero(new)
 
     @cached_property
     def group_size(self) -> np.ndarray:
-        return np.bincount(self.gid, minlength=len(self.group_starts)).astype(np.float64)
+        return np.diff(np.r_[self.group_starts, self.n]).astype(np.int64)
+
+    @cached_property
+    def gid(self) -> np.ndarray:
+        return np.repeat(np.arange(len(self.group_starts)), self.group_size)
+
+    def group_sum(self, x: np.ndarray) -> np.ndarray:
+        return np.add.reduceat(np.asarray(x, dtype=np.float64), self.group_starts)
+
+    def expect(self, h: np.ndarray) -> np.ndarray:
+        """``h`` itself (stable ties) or its mean over each item's score-tie group."""
+        if self.ties == "stable" or self.n == 0:
+            return h
+        return np.repeat(self.group_sum(h) / self.group_size, self.group_size)
 
     @cached_property
     def pair_counts(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Shared by opa and opa_arf: (correct, label-tied, all) pairs per query."""
         return _pair_counts(self)
 
-    def expect(self, h: np.ndarray) -> np.ndarray:
-        """``h`` itself (stable ties) or its mean over each item's score-tie group."""
-        if self.ties == "stable" or len(h) == 0:
-            return h
-        return (np.bincount(self.gid, weights=h) / self.group_size)[self.gid]
 
-    # -- label codes for pair counting ---------------------------------------------------
-    @cached_property
-    def codes(self) -> tuple[np.ndarray, int]:
-        """Dense integer codes of the labels (predicted order) and the number of codes."""
-        y = self.y
-        if len(y) and np.all(y == np.floor(y)) and y.max() < 1024:
-            return y.astype(np.int64), int(y.max()) + 1
-        uniq, inv = np.unique(y, return_inverse=True)
-        return inv.astype(np.int64).reshape(-1), max(len(uniq), 1)
+def _discount_table(k: int) -> np.ndarray:
+    return 1.0 / np.log2(np.arange(2, k + 2, dtype=np.float64))
 
 
 # ----------------------------------------------------------------------------------------
@@ -358,31 +438,42 @@ class _Ranking:
 
 
 def _exclusive_prefix(x: np.ndarray, seg: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """Sum of ``x`` over the earlier items of the same segment (segments are contiguous)."""
+    """Sum of ``x`` over the earlier items of the same segment (segments are contiguous;
+    ``starts[s]`` is the first index of segment ``s``)."""
     if len(x) == 0:
-        return np.zeros(0, dtype=x.dtype)
-    cs = np.cumsum(x)
-    excl = cs - x
+        return np.zeros(0, dtype=np.float64)
+    excl = np.cumsum(x) - x
     return excl - excl[starts][seg]
 
 
-def _greater_before(codes, n_codes, seg, starts) -> np.ndarray:
-    """Per item: number of EARLIER items of its segment with a strictly larger code."""
-    n = len(codes)
-    if n == 0:
-        return np.zeros(0)
-    if n_codes <= _MAX_LEVELS_FOR_LEVEL_COUNTER:
-        out = np.zeros(n, dtype=np.int64)
-        for v in range(1, n_codes):  # loop over label levels, not queries
-            before_v = _exclusive_prefix((codes == v).astype(np.int64), seg, starts)
-            out += np.where(codes < v, before_v, 0)
-        return out.astype(np.float64)
-    return _greater_before_merge(codes, n_codes, seg, starts)
+def _greater_before_totals(codes, n_codes, seg, starts, n_seg) -> np.ndarray:
+    """Per segment: number of pairs (a before b) with ``code_a > code_b``.
+
+    Few levels: for each level ``v`` one cumulative count of the items above ``v``, read at
+    the items whose code is ``v`` -- O(N * levels). Many levels: merge counting.
+    """
+    if len(codes) == 0:
+        return np.zeros(n_seg)
+    if n_codes > _MAX_LEVELS_FOR_LEVEL_COUNTER:
+        per_item = _greater_before_merge(codes, n_codes, seg, starts)
+        return np.bincount(seg, weights=per_item, minlength=n_seg)
+    by_code = np.argsort(codes.astype(np.int16), kind="stable")  # counting sort
+    bounds = np.searchsorted(codes[by_code], np.arange(n_codes + 1))
+    total = np.zeros(n_seg)
+    for v in range(n_codes - 1):  # loop over label levels, not queries
+        greater = codes > v
+        above = np.cumsum(greater)  # an item with code v does not count itself
+        base = above[starts] - greater[starts]
+        items = by_code[bounds[v]: bounds[v + 1]]
+        s = seg[items]
+        total += np.bincount(s, weights=above[items] - base[s], minlength=n_seg)
+    return total
 
 
 def _greater_before_merge(codes, n_codes, seg, starts) -> np.ndarray:
-    """Bottom-up merge counting for many label levels: at width ``w``, every right block
-    counts the items of its left sibling block with a larger code; O(N log L) per level."""
+    """Per item: earlier items of its segment with a larger code, by bottom-up merge
+    counting -- at width ``w`` every right block counts its left sibling's larger codes
+    with one sort; O(N log N) per level, log2(longest segment) levels."""
     n = len(codes)
     pos = np.arange(n, dtype=np.int64) - starts[seg]
     out = np.zeros(n, dtype=np.float64)
@@ -391,18 +482,17 @@ def _greater_before_merge(codes, n_codes, seg, starts) -> np.ndarray:
     while width < max_len:
         block = pos // width
         is_left = (block & 1) == 0
-        pair_new = np.ones(n, dtype=bool)
         pair_id = seg * (max_len // (2 * width) + 1) + (block >> 1)
+        pair_new = np.ones(n, dtype=bool)
         pair_new[1:] = pair_id[1:] != pair_id[:-1]
         run = np.cumsum(pair_new) - 1  # contiguous id of (segment, block pair)
         # within a run: larger codes first; among equal codes right items before left ones
         key = (run * n_codes + (n_codes - 1 - codes)) * 2 + is_left
         order = np.argsort(key, kind="stable")
-        left_sorted = is_left[order].astype(np.int64)
         run_sorted = run[order]
-        run_starts = np.flatnonzero(np.r_[True, run_sorted[1:] != run_sorted[:-1]])
-        run_index = np.cumsum(np.r_[True, run_sorted[1:] != run_sorted[:-1]]) - 1
-        before = _exclusive_prefix(left_sorted, run_index, run_starts)
+        run_new = np.r_[True, run_sorted[1:] != run_sorted[:-1]]
+        before = _exclusive_prefix(is_left[order].astype(np.float64),
+                                   np.cumsum(run_new) - 1, np.flatnonzero(run_new))
         right = ~is_left[order]
         out[order[right]] += before[right]
         width *= 2
@@ -440,30 +530,25 @@ def _safe_div(num: np.ndarray, den: np.ndarray) -> np.ndarray:
 
 
 def _ndcg(r: _Ranking, spec: MetricSpec, empty_query: str):
-    in_top = r.rank <= spec.k if spec.k is not None else np.ones(len(r.rank), dtype=bool)
-    gain = np.exp2(r.y) - 1.0
-    dcg = r.segsum(np.where(in_top, r.expect(gain) * r.discount, 0.0))
-    ideal = r.segsum(np.where(in_top, (np.exp2(r.y_ideal) - 1.0) * r.discount, 0.0))
+    dcg = r.top_sum(r.gain_expected, spec.k, discounted=True)
+    ideal = r.top_sum(r.gain_ideal, spec.k, discounted=True)
     return _empty(ideal <= 0, _safe_div(dcg, ideal), empty_query)
 
 
 def _precision(r: _Ranking, spec: MetricSpec, empty_query: str):
-    hits = r.segsum(np.where(r.rank <= spec.k, r.expect(r.rel), 0.0))
-    return hits / spec.k, np.zeros(r.n_queries, dtype=bool)
+    return r.top_sum(r.rel_expected, spec.k) / spec.k, np.zeros(r.n_queries, dtype=bool)
 
 
 def _recall(r: _Ranking, spec: MetricSpec, empty_query: str):
     k_eff = np.minimum(spec.k, r.lengths)
     nonempty = k_eff > 0
-    kth_index = r.offsets[:-1] + np.maximum(k_eff, 1) - 1
     kth = np.zeros(r.n_queries)
-    kth[nonempty] = r.y_ideal[kth_index[nonempty]]
+    kth[nonempty] = r.y_ideal[(r.offsets[:-1] + k_eff - 1)[nonempty]]
     kth_item = kth[r.qidx]
-    above = r.segsum((r.y > kth_item).astype(np.float64))
-    tied = r.segsum((r.y == kth_item).astype(np.float64))
-    share = _safe_div(k_eff - above, tied)
-    w = np.where(r.y > kth_item, 1.0, np.where(r.y == kth_item, share[r.qidx], 0.0))
-    hits = r.segsum(np.where(r.rank <= spec.m, r.expect(w), 0.0))
+    is_above, is_tied = r.y > kth_item, r.y == kth_item
+    share = _safe_div(k_eff - r.segsum(is_above), r.segsum(is_tied))
+    w = np.where(is_above, 1.0, np.where(is_tied, share[r.qidx], 0.0))
+    hits = r.top_sum(r.expect(w), spec.m)
     return _safe_div(hits, k_eff), ~nonempty
 
 
@@ -484,12 +569,12 @@ def _mrr(r: _Ranking, spec: MetricSpec, empty_query: str):
     # items and m relevant in that group starting at rank a, P(first at a+t) =
     # C(n-1-t, m-1) / C(n, m) for t = 0..n-m.
     gid = r.gid
-    n_rel = np.bincount(gid, weights=r.rel, minlength=len(r.group_starts))
+    n_rel = r.group_sum(r.rel)
     is_first_group = np.zeros(len(r.group_starts), dtype=bool)
     is_first_group[gid[first]] = True
     items = np.flatnonzero(is_first_group[gid])
     g = gid[items]
-    n, m = r.group_size[g], n_rel[g]
+    n, m = r.group_size[g].astype(np.float64), n_rel[g]
     t = r.rank[items] - r.rank[r.group_starts[g]]
     possible = t <= n - m
     a_, b_ = np.maximum(n - 1 - t, 0), np.maximum(m - 1, 0)
@@ -504,48 +589,39 @@ def _mrr(r: _Ranking, spec: MetricSpec, empty_query: str):
 
 def _map(r: _Ranking, spec: MetricSpec, empty_query: str):
     n_rel = r.segsum(r.rel)
+    rel_before = _exclusive_prefix(r.rel, r.qidx, r.query_starts)
     if r.ties == "stable":
-        rel_at_or_above = _exclusive_prefix(r.rel, r.qidx, _query_starts(r)) + r.rel
-        contrib = r.rel * rel_at_or_above / r.rank
+        contrib = r.rel * (rel_before + r.rel) / r.rank
     else:
         # item at rank j of a group (start a, size n, m relevant, c relevant before it):
         # E[sum of precisions of the group's relevant items] spreads as
         # (m/n) * (c + 1 + (j-a)(m-1)/(n-1)) / j per position j.
-        gid = r.gid
-        gs = r.group_starts
-        m = np.bincount(gid, weights=r.rel, minlength=len(gs))[gid]
-        n = r.group_size[gid]
-        c = _exclusive_prefix(r.rel, r.qidx, _query_starts(r))[gs][gid]
-        t = r.rank - r.rank[gs][gid]
+        size = r.group_size
+        m = np.repeat(r.group_sum(r.rel), size)
+        n = np.repeat(size.astype(np.float64), size)
+        c = np.repeat(rel_before[r.group_starts], size)
+        t = r.rank - np.repeat(r.rank[r.group_starts], size)
         contrib = (m / n) * (c + 1.0 + t * _safe_div(m - 1.0, n - 1.0)) / r.rank
     value = _safe_div(r.segsum(contrib), n_rel)
     return _empty(n_rel <= 0, value, empty_query)
 
 
-def _query_starts(r: _Ranking) -> np.ndarray:
-    """First index of each query, clipped so empty trailing queries index safely."""
-    return r.offsets[:-1].clip(max=max(len(r.y) - 1, 0))
-
-
 def _pair_counts(r: _Ranking):
     """(correct, tied_label, all) pair counts per query; see ``_opa``."""
     codes, n_codes = r.codes
-    starts = _query_starts(r)
     n = r.lengths.astype(np.float64)
     all_pairs = n * (n - 1) / 2
     tied_label = _tied_pairs(r.qidx, codes, n_codes, r.n_queries)
-    correct = r.segsum(_greater_before(codes, n_codes, r.qidx, starts))
-    if r.ties == "expected" and len(codes):
-        # remove pairs inside score-tie groups (ordered by position) and add 1/2 for each
-        # tied-score pair with different labels
-        gid, gs = r.gid, r.group_starts
-        within = _greater_before(codes, n_codes, gid, gs)
-        gn = r.group_size
-        g_distinct = gn * (gn - 1) / 2 - _tied_pairs(gid, codes, n_codes, len(gs))
-        g_query = r.qidx[gs]
-        correct = correct - r.segsum(within) + 0.5 * np.bincount(
-            g_query, weights=g_distinct, minlength=r.n_queries
-        )
+    correct = _greater_before_totals(codes, n_codes, r.qidx, r.query_starts, r.n_queries)
+    if r.ties == "expected" and r.n:
+        # remove the pairs inside score-tie groups (ordered by position) and add 1/2 for
+        # each tied-score pair with different labels
+        gid, gs, n_groups = r.gid, r.group_starts, len(r.group_starts)
+        within = _greater_before_totals(codes, n_codes, gid, gs, n_groups)
+        gn = r.group_size.astype(np.float64)
+        g_distinct = gn * (gn - 1) / 2 - _tied_pairs(gid, codes, n_codes, n_groups)
+        correct = correct + np.bincount(r.qidx[gs], weights=0.5 * g_distinct - within,
+                                        minlength=r.n_queries)
     return correct, tied_label, all_pairs
 
 

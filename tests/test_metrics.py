@@ -313,3 +313,35 @@ def test_summarize_skips_dropped():
     assert M.summarize(df) == {"opa": 1.0, "arp": 1.0}
     df2 = evaluate(np.array([1.0]), np.array([0.0]), np.array([0, 1]), ["opa"])
     assert math.isnan(M.summarize(df2)["opa"])
+
+
+def test_packed_sort_equals_generic_sort(rng, monkeypatch):
+    # float32-exact scores take the packed uint64 sort; float64 scores the generic one.
+    # Both must give the same ranking (ties by position, -0.0 tied with +0.0, infinities).
+    scores, labels, offsets = _random_split(rng, 80, 60)
+    scores = np.round(scores, 1).astype(np.float32).astype(np.float64)
+    scores[:40] = rng.choice([0.0, -0.0, np.inf, -np.inf, 1e-30, -1e-30], size=40)
+    fast = evaluate(scores, labels, offsets, ALL)
+    monkeypatch.setattr(np, "array_equal", lambda a, b: False)  # force the generic path
+    generic = evaluate(scores, labels, offsets, ALL)
+    monkeypatch.undo()
+    pd.testing.assert_frame_equal(fast, generic, atol=0, rtol=0)
+    ref, _ = _reference(scores, labels, offsets, "ndcg@3")
+    np.testing.assert_allclose(fast["ndcg@3"], ref, atol=1e-12)
+
+
+def test_cutoffs_between_head_and_full_list(rng):
+    # k <= 64 uses the dense head, 64 < k < list length the mask path, k >= length the sum
+    metrics = ["ndcg@64", "ndcg@65", "ndcg@100", "precision@80", "recall@70@50", "map", "mrr"]
+    scores, labels, offsets = _random_split(rng, 12, 300, score_levels=40, min_len=50)
+    df = evaluate(scores, labels, offsets, metrics)
+    for m in metrics:
+        ref, _ = _reference(scores, labels, offsets, m)
+        np.testing.assert_allclose(df[m], ref, atol=1e-12, err_msg=m)
+    # expected ties on long lists lie between the worst and the best tie-breaking
+    expected = evaluate(scores, labels, offsets, metrics, ties="expected")
+    best = evaluate(scores + 1e-3 * labels, labels, offsets, metrics)
+    worst = evaluate(scores - 1e-3 * labels, labels, offsets, metrics)
+    for m in metrics:
+        assert (worst[m] <= expected[m] + 1e-12).all() and (expected[m] <= best[m] + 1e-12).all()
+        assert (worst[m] < best[m]).any(), m  # ties do matter here

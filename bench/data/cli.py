@@ -1,0 +1,149 @@
+"""``ltr-bench datasets | fetch | prepare | synthetic``: thin wrappers over bench.data.
+
+* ``datasets [--raw-dir D] [--prepared-dir D] [--registry JSON]``: one line per dataset with
+  its status (missing / downloaded / verified / prepared), how it is obtained and its licence.
+* ``fetch NAME [--url URL] [--raw-dir resources/raw] [--registry JSON] [--no-extract]``.
+* ``prepare SOURCE --fold FOLD --out DIR [--options JSON] [--raw-dir D] [--registry JSON]
+  [--force]``; ``--options`` is a JSON object or ``@file.json`` (keys: bench.data.prepare).
+* ``synthetic --out FILE.npz [--options JSON]``: one generator draw saved as X, y, qid
+  (for inspection; the workflow uses ``prepare synthetic``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from bench.atomic import atomic_path
+from bench.cli import CliError
+
+
+def _registry(args):
+    from bench.data.registry import load_registry
+
+    try:
+        return load_registry(getattr(args, "registry", None))
+    except ValueError as exc:
+        raise CliError(str(exc)) from exc
+
+
+def _options(text: str | None) -> dict:
+    if not text:
+        return {}
+    where = "--options"
+    if text.startswith("@"):
+        where = text[1:]
+        try:
+            text = Path(where).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise CliError(f"--options {where}: {exc}") from exc
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CliError(f"{where}: not valid JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise CliError(f"{where}: must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _cmd_datasets(args) -> int:
+    from bench.data.fetch import dataset_status
+
+    registry = _registry(args)
+    rows = []
+    for ds in registry.values():
+        how = "generated" if ds.synthetic else ("manual" if ds.manual or not ds.urls else "script")
+        rows.append((ds.name, dataset_status(ds, args.raw_dir, args.prepared_dir), how,
+                     ds.archive or "-", ds.licence))
+    widths = [max(len(r[i]) for r in rows + [("name", "status", "obtain", "archive", "")])
+              for i in range(4)]
+    print(f"{'name':<{widths[0]}}  {'status':<{widths[1]}}  {'obtain':<{widths[2]}}  "
+          f"{'archive':<{widths[3]}}  licence")
+    for r in rows:
+        print(f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:<{widths[2]}}  "
+              f"{r[3]:<{widths[3]}}  {r[4]}")
+    return 0
+
+
+def _cmd_fetch(args) -> int:
+    from bench.data.extract import ExtractError
+    from bench.data.fetch import DownloadError, fetch
+    from bench.data.registry import get
+
+    registry = _registry(args)
+    try:
+        ds = get(args.name, registry)
+        out = fetch(ds, args.raw_dir, url=args.url, extract=not args.no_extract)
+    except (KeyError, DownloadError, ExtractError) as exc:
+        raise CliError(str(exc).strip("'\"")) from exc
+    print(f"{ds.name}: ready in {out}")
+    return 0
+
+
+def _cmd_prepare(args) -> int:
+    from bench.data.prepare import prepare_fold
+    from bench.data.svmlight import SvmlightFormatError
+
+    registry = _registry(args)
+    try:
+        fold = prepare_fold(args.source, args.fold, args.out, _options(args.options),
+                            raw_dir=args.raw_dir, registry=registry, force=args.force)
+    except (KeyError, ValueError, FileNotFoundError, SvmlightFormatError) as exc:
+        raise CliError(str(exc).strip("'\"")) from exc
+    print(f"{args.out}: fingerprint {fold.fingerprint}")
+    return 0
+
+
+def _cmd_synthetic(args) -> int:
+    from bench.data.synthetic import generate_synthetic
+
+    opts = _options(args.options)
+    try:
+        X, y, qid = generate_synthetic(**opts)
+    except (TypeError, ValueError) as exc:
+        raise CliError(f"--options: {exc}") from exc
+    with atomic_path(args.out) as tmp:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, X=X, y=y, qid=qid)
+    print(f"{args.out}: {X.shape[0]} documents, {np.unique(qid).size} queries, {X.shape[1]} features")
+    return 0
+
+
+def register_cli(subparsers) -> None:
+    """Add the data sub-commands to the ``ltr-bench`` parser."""
+    def common(p, prepared=False):
+        p.add_argument("--raw-dir", default="resources/raw", help="downloaded archives (default: %(default)s)")
+        p.add_argument("--registry", default=None, metavar="JSON",
+                       help="JSON file overriding/extending registry entries (mirrors, tests)")
+        if prepared:
+            p.add_argument("--prepared-dir", default="results/prepared", help="default: %(default)s")
+
+    p = subparsers.add_parser("datasets", help="list datasets and their status")
+    common(p, prepared=True)
+    p.set_defaults(func=_cmd_datasets)
+
+    p = subparsers.add_parser("fetch", help="download (or verify a manual archive), verify, extract")
+    p.add_argument("name")
+    p.add_argument("--url", default=None, help="mirror URL replacing the registry's")
+    p.add_argument("--no-extract", action="store_true", help="only download and verify")
+    common(p)
+    p.set_defaults(func=_cmd_fetch)
+
+    p = subparsers.add_parser("prepare", help="parse/generate, filter, normalise and cache a fold")
+    p.add_argument("source", help="registry name, e.g. mslr-web30k or synthetic")
+    p.add_argument("--fold", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--options", default=None, help="JSON object or @file.json")
+    p.add_argument("--force", action="store_true", help="rebuild even when the cache matches")
+    common(p)
+    p.set_defaults(func=_cmd_prepare)
+
+    p = subparsers.add_parser("synthetic", help="one synthetic draw to an .npz (X, y, qid)")
+    p.add_argument("--out", required=True)
+    p.add_argument("--options", default=None,
+                   help='generate_synthetic keyword arguments, e.g. {"n_queries": 10, '
+                        '"list_length": 20, "n_features": 8, "seed": 0}')
+    p.set_defaults(func=_cmd_synthetic)
+

@@ -1,0 +1,254 @@
+"""Safe archive extraction: zip, tar (.gz/.bz2/.xz, nested), RAR through an external tool.
+
+Every archive is extracted into a fresh temporary directory next to the destination, and
+the temporary becomes ``dest`` (by rename) only when every member passed the checks, so a
+refused or crashed extraction leaves nothing behind. A member is refused, and the whole
+archive with it, when its name is absolute (``/x``, ``C:\\x``, ``\\\\host``), contains a ``..``
+component, is a symlink or hard link pointing outside the tree, or is a device file / FIFO.
+
+After extraction ``dest/.manifest.json`` records the sha256, size and mtime of every
+extracted file, so later steps identify the sources without
+re-reading gigabytes. Inner archives named by the registry (Yahoo's ``dataset.tgz`` holds
+``ltrc_yahoo.tar.bz2``) are extracted in place with the same checks and then removed.
+
+RAR (LETOR 4.0) needs one of ``unrar``, ``7z``/``7za`` or ``bsdtar`` on PATH; without one the
+error says what to install. The tool extracts into the temporary directory, which is then
+scanned with the same checks (links, devices) before it is accepted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import stat
+import subprocess
+import tarfile
+import tempfile
+import zipfile
+from pathlib import Path, PurePosixPath
+
+from bench.atomic import write_json
+
+__all__ = ["ExtractError", "detect_format", "extract_archive", "MANIFEST"]
+
+MANIFEST = ".manifest.json"
+_CHUNK = 1 << 20
+
+
+class ExtractError(RuntimeError):
+    """An archive that cannot or must not be extracted; the message names the member."""
+
+
+def detect_format(path: str | os.PathLike) -> str:
+    """The archive format from its magic bytes: ``zip``, ``tar.gz``, ``tar.bz2``, ``tar.xz``,
+    ``tar`` or ``rar``; anything else raises :class:`ExtractError`."""
+    path = Path(path)
+    with open(path, "rb") as fh:
+        head = fh.read(512)
+    if head.startswith(b"PK\x03\x04") or head.startswith(b"PK\x05\x06"):
+        return "zip"
+    if head.startswith(b"\x1f\x8b"):
+        return "tar.gz"
+    if head.startswith(b"BZh"):
+        return "tar.bz2"
+    if head.startswith(b"\xfd7zXZ\x00"):
+        return "tar.xz"
+    if head.startswith(b"Rar!\x1a\x07"):
+        return "rar"
+    if len(head) >= 262 and head[257:262] == b"ustar":
+        return "tar"
+    raise ExtractError(f"{path}: not a zip, tar or rar archive (unrecognised first bytes "
+                       f"{head[:8]!r}); was the download an HTML error page?")
+
+
+def _safe_relpath(name: str, archive: Path) -> PurePosixPath:
+    """Validate a member name and return it as a relative POSIX path."""
+    norm = name.replace("\\", "/")
+    if norm.startswith("/") or (len(norm) > 1 and norm[1] == ":") or norm.startswith("//"):
+        raise ExtractError(f"{archive}: refusing member {name!r}: absolute path")
+    parts = [p for p in norm.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise ExtractError(f"{archive}: refusing member {name!r}: '..' escapes the archive root")
+    if not parts:
+        return PurePosixPath(".")
+    return PurePosixPath(*parts)
+
+
+def _inside(root: Path, target: Path) -> bool:
+    root = os.path.realpath(root)
+    target = os.path.realpath(target)
+    return target == root or target.startswith(root + os.sep)
+
+
+def _copy_to(src, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    with open(dst, "wb") as out:
+        shutil.copyfileobj(src, out, _CHUNK)
+
+
+def _extract_zip(archive: Path, root: Path) -> None:
+    with zipfile.ZipFile(archive) as zf:
+        for info in zf.infolist():
+            rel = _safe_relpath(info.filename, archive)
+            mode = info.external_attr >> 16
+            if stat.S_ISLNK(mode):
+                raise ExtractError(f"{archive}: refusing member {info.filename!r}: symbolic link")
+            if mode and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                raise ExtractError(f"{archive}: refusing member {info.filename!r}: not a regular file")
+            target = root / rel
+            if info.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            with zf.open(info) as src:
+                _copy_to(src, target)
+
+
+def _extract_tar(archive: Path, root: Path) -> None:
+    try:
+        tf = tarfile.open(archive, mode="r:*")
+    except tarfile.TarError as exc:
+        raise ExtractError(f"{archive}: not a readable tar archive: {exc}") from exc
+    with tf:
+        while True:
+            try:
+                member = tf.next()
+            except tarfile.TarError as exc:
+                raise ExtractError(f"{archive}: corrupt tar archive: {exc}") from exc
+            except (EOFError, OSError) as exc:
+                raise ExtractError(f"{archive}: truncated or corrupt archive: {exc}") from exc
+            if member is None:
+                break
+            rel = _safe_relpath(member.name, archive)
+            target = root / rel
+            if member.isdev() or member.isfifo():
+                raise ExtractError(f"{archive}: refusing member {member.name!r}: device file or FIFO")
+            if member.issym() or member.islnk():
+                link = member.linkname.replace("\\", "/")
+                base = target.parent if member.issym() else root
+                if link.startswith("/") or not _inside(root, base / link):
+                    raise ExtractError(f"{archive}: refusing member {member.name!r}: link to "
+                                       f"{member.linkname!r} points outside the archive")
+                resolved = Path(os.path.realpath(base / link))
+                if not resolved.is_file():
+                    raise ExtractError(f"{archive}: refusing member {member.name!r}: link target "
+                                       f"{member.linkname!r} is not an extracted file")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(resolved, target)  # materialise: no links in the tree
+                continue
+            if member.isdir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            if not member.isfile():
+                raise ExtractError(f"{archive}: refusing member {member.name!r}: unsupported type")
+            src = tf.extractfile(member)
+            try:
+                _copy_to(src, target)
+            except (EOFError, OSError, tarfile.TarError) as exc:
+                raise ExtractError(f"{archive}: truncated or corrupt archive at member "
+                                   f"{member.name!r}: {exc}") from exc
+
+
+RAR_TOOLS = (
+    ("unrar", lambda a, d: ["unrar", "x", "-o+", "-y", "-idq", str(a), str(d) + os.sep]),
+    ("7z", lambda a, d: ["7z", "x", "-y", "-bd", f"-o{d}", str(a)]),
+    ("7za", lambda a, d: ["7za", "x", "-y", "-bd", f"-o{d}", str(a)]),
+    ("bsdtar", lambda a, d: ["bsdtar", "-x", "-f", str(a), "-C", str(d)]),
+)
+
+
+def _extract_rar(archive: Path, root: Path) -> None:
+    for tool, command in RAR_TOOLS:
+        if shutil.which(tool):
+            proc = subprocess.run(command(archive, root), capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise ExtractError(f"{archive}: {tool} failed (exit {proc.returncode}): "
+                                   f"{(proc.stderr or proc.stdout).strip()[-500:]}")
+            _scan_tree(root, archive)
+            return
+    raise ExtractError(
+        f"{archive}: RAR archives need an extractor on PATH and none of unrar, 7z, 7za, bsdtar "
+        "was found; install one (Debian/Ubuntu: `apt-get install unrar` or `apt-get install "
+        "p7zip-full` or `apt-get install libarchive-tools`; conda: `conda install -c "
+        "conda-forge p7zip`), or extract the archive yourself into the `extracted/` folder "
+        "next to it")
+
+
+def _scan_tree(root: Path, archive: Path) -> None:
+    """Post-extraction check for external tools: no links leaving the tree, no devices."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            p = Path(dirpath) / name
+            st = os.lstat(p)
+            rel = p.relative_to(root)
+            if stat.S_ISLNK(st.st_mode):
+                if not _inside(root, p):
+                    raise ExtractError(f"{archive}: refusing member {str(rel)!r}: link points "
+                                       f"outside the archive ({os.readlink(p)!r})")
+                target = Path(os.path.realpath(p))
+                p.unlink()
+                if target.is_file():
+                    shutil.copyfile(target, p)
+            elif not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+                raise ExtractError(f"{archive}: refusing member {str(rel)!r}: device file or FIFO")
+
+
+def _extract_into(archive: Path, root: Path, fmt: str | None = None) -> None:
+    fmt = fmt or detect_format(archive)
+    if fmt == "zip":
+        try:
+            _extract_zip(archive, root)
+        except zipfile.BadZipFile as exc:
+            raise ExtractError(f"{archive}: corrupt zip archive: {exc}") from exc
+    elif fmt.startswith("tar"):
+        _extract_tar(archive, root)
+    elif fmt == "rar":
+        _extract_rar(archive, root)
+    else:
+        raise ExtractError(f"{archive}: unsupported archive format {fmt!r}")
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(_CHUNK), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def extract_archive(archive: str | os.PathLike, dest: str | os.PathLike, *,
+                    inner_archives: tuple[str, ...] = (), archive_sha256: str | None = None
+                    ) -> dict:
+    """Extract ``archive`` into ``dest`` atomically; returns the manifest (also written to
+    ``dest/.manifest.json``): ``{"archive", "archive_sha256", "files": {relpath: {"sha256",
+    "size", "mtime_ns"}}}``. An existing ``dest`` is replaced only on success."""
+    archive = Path(archive)
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
+    try:
+        _extract_into(archive, tmp)
+        for inner_name in inner_archives:
+            for inner in sorted(tmp.rglob(inner_name)):
+                _extract_into(inner, inner.parent)
+                inner.unlink()
+        files = {}
+        for p in sorted(tmp.rglob("*")):
+            if p.is_file() and not p.is_symlink():
+                st = p.stat()
+                files[p.relative_to(tmp).as_posix()] = {
+                    "sha256": file_sha256(p), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+        manifest = {"archive": archive.name, "archive_sha256": archive_sha256, "files": files}
+        write_json(tmp / MANIFEST, manifest)
+        if dest.exists():
+            old = dest.with_name(f".{dest.name}.old.tmp")
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(dest, old)
+            os.replace(tmp, dest)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, dest)
+        return manifest
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

@@ -1,0 +1,360 @@
+"""Download, verify and extract a dataset archive; locate its split files.
+
+:func:`download` fetches one URL over HTTP(S) into ``<dest>.part`` with a tqdm progress
+bar, resumes a partial file with an HTTP ``Range`` request (and starts over when the server
+ignores it), retries interrupted transfers, and renames the file onto ``dest`` only after its
+size and sha256 match. A checksum or size mismatch moves the file aside to
+``<dest>.corrupt`` and raises :class:`DownloadError`; nothing is extracted.
+
+:func:`fetch` does it for a registry entry: a manual-only dataset (or an archive the user
+placed by hand) is only verified, and a missing manual archive fails with the exact path to
+put it at and the page to get it from. Then the archive is extracted atomically
+(:mod:`bench.data.extract`) into ``<raw_dir>/<group>/extracted``. When the registry knows no
+checksum (manual LETOR 3.0 archives) the first verified sha256 is recorded and reported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+from fnmatch import fnmatchcase
+from pathlib import Path
+
+from tqdm import tqdm
+
+from bench.atomic import write_json
+from bench.data.extract import MANIFEST, ExtractError, extract_archive, file_sha256
+from bench.data.registry import Dataset
+
+__all__ = ["ChecksumError", "DownloadError", "ManualDownloadRequired", "TransferInterrupted", "download", "fetch", "find_split_file",
+           "dataset_status", "source_sha256"]
+
+_CHUNK = 1 << 20
+VERIFIED = ".verified.json"
+
+
+class DownloadError(RuntimeError):
+    """A download that failed or did not verify; the message says what to do."""
+
+
+class ChecksumError(DownloadError):
+    """A complete file whose size or checksum is wrong; it was moved to ``*.corrupt``."""
+
+
+class TransferInterrupted(DownloadError):
+    """The transfer broke off; the ``.part`` file is kept for a resume."""
+
+
+class ManualDownloadRequired(DownloadError):
+    """A manual-only archive is missing; the message names the file, place and source."""
+
+
+def _sha256_of(path: Path, h=None):
+    h = h or hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(_CHUNK), b""):
+            h.update(block)
+    return h
+
+
+def _move_aside(path: Path) -> Path:
+    bad = path.with_name(path.name.removesuffix(".part") + ".corrupt")
+    os.replace(path, bad)
+    return bad
+
+
+def _open(url: str, start: int, timeout: float):
+    req = urllib.request.Request(url, headers={"User-Agent": "ltr-bench"})
+    if start > 0:
+        req.add_header("Range", f"bytes={start}-")
+    return urllib.request.urlopen(req, timeout=timeout)  # noqa: S310 (scheme checked by caller)
+
+
+def _transfer(url: str, part: Path, size: int | None, timeout: float, progress: bool) -> None:
+    """One attempt: append the rest of ``url`` to ``part`` (resuming when it exists)."""
+    start = part.stat().st_size if part.exists() else 0
+    if size is not None and start >= size:
+        if start == size:
+            return
+        part.unlink()  # longer than the real file: cannot be a prefix of it
+        start = 0
+    try:
+        resp = _open(url, start, timeout)
+    except urllib.error.HTTPError as exc:
+        if exc.code == 416 and start > 0:  # range past the end: the part is already whole
+            return
+        raise
+    with resp:
+        mode = "ab"
+        if start > 0:
+            content_range = resp.headers.get("Content-Range", "")
+            if resp.status != 206 or not content_range.startswith(f"bytes {start}-"):
+                start, mode = 0, "wb"  # server ignored the range: start over
+        length = resp.headers.get("Content-Length")
+        total = size if size is not None else (start + int(length) if length else None)
+        with open(part, mode) as out, tqdm(total=total, initial=start, unit="B", unit_scale=True,
+                                           unit_divisor=1024, desc=part.name.removesuffix(".part"),
+                                           disable=None if progress else True,
+                                           file=sys.stderr) as bar:
+            while True:
+                block = resp.read(_CHUNK)
+                if not block:
+                    break
+                out.write(block)
+                bar.update(len(block))
+
+
+def download(url: str, dest: str | os.PathLike, sha256: str | None, size: int | None = None, *,
+             md5: str | None = None, retries: int = 3, timeout: float = 60.0,
+             progress: bool = True) -> Path:
+    """Download ``url`` to ``dest``, verified; returns ``dest``.
+
+    Resumes ``<dest>.part`` when present; retries ``retries`` times after an interrupted
+    transfer (each retry resumes). ``sha256`` (or ``md5``) and ``size`` are checked before the
+    rename; ``None`` skips that check. A complete file that fails them is moved to
+    ``<dest>.corrupt`` and :class:`DownloadError` is raised.
+    """
+    dest = Path(dest)
+    if not url.lower().startswith(("http://", "https://")):
+        raise DownloadError(f"{url}: only http:// and https:// URLs can be downloaded")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    part = dest.with_name(dest.name + ".part")
+    attempt = 0
+    while True:
+        try:
+            _transfer(url, part, size, timeout, progress)
+            break  # the server says the file is complete; verify() judges its size
+        except urllib.error.HTTPError as exc:
+            raise DownloadError(f"{url}: HTTP {exc.code} {exc.reason}; the link may be stale: "
+                                f"pass a mirror with --url, or download the file yourself and "
+                                f"place it at {dest}") from exc
+        except (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError,
+                OSError) as exc:
+            got = part.stat().st_size if part.exists() else 0
+            attempt += 1
+            if attempt > retries:
+                raise TransferInterrupted(
+                    f"{url}: transfer interrupted after {got} bytes"
+                    + (f" of {size}" if size else "") + f" ({exc!r}); the partial file {part} "
+                    "is kept: run the same command again to resume") from exc
+            time.sleep(min(2.0 ** attempt * 0.1, 5.0))
+    verify(part, sha256, size, md5=md5, final_name=dest)
+    os.replace(part, dest)
+    return dest
+
+
+def verify(path: Path, sha256: str | None, size: int | None, *, md5: str | None = None,
+           final_name: Path | None = None) -> str:
+    """Check ``path``'s size and checksum; returns its sha256. On mismatch the file is moved
+    to ``<name>.corrupt`` and :class:`DownloadError` explains what was expected."""
+    shown = final_name or path
+    actual_size = path.stat().st_size
+    if size is not None and actual_size != size:
+        bad = _move_aside(path)
+        raise ChecksumError(f"{shown}: size {actual_size} bytes, expected {size} (truncated or "
+                            f"wrong file); moved aside to {bad}; nothing was extracted")
+    h_sha = hashlib.sha256()
+    h_md5 = hashlib.md5() if md5 else None
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(_CHUNK), b""):
+            h_sha.update(block)
+            if h_md5 is not None:
+                h_md5.update(block)
+    digest = h_sha.hexdigest()
+    for algo, expected, actual in (("sha256", sha256, digest),
+                                   ("md5", md5, h_md5.hexdigest() if h_md5 else None)):
+        if expected is not None and actual != expected.lower():
+            bad = _move_aside(path)
+            raise ChecksumError(f"{shown}: {algo} mismatch: expected {expected.lower()}, got "
+                                f"{actual}; the file was moved aside to {bad} and nothing was "
+                                f"extracted; delete it and download again (or from a mirror)")
+    return digest
+
+
+def _record_ok(record: Path, archive: Path) -> dict | None:
+    try:
+        data = json.loads(record.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    st = archive.stat()
+    if data.get("size") == st.st_size and data.get("mtime_ns") == st.st_mtime_ns:
+        return data
+    return None
+
+
+def _manual_message(ds: Dataset, archive: Path) -> str:
+    why = "manual-only" if ds.manual else "not downloadable automatically"
+    return (f"{ds.name} is {why} ({ds.licence}). Get {ds.archive} from {ds.homepage} and place "
+            f"it at {archive.resolve()}, then run `ltr-bench fetch {ds.name}` again"
+            + (f" (expected sha256 {ds.sha256})" if ds.sha256 else "")
+            + (f" (expected md5 {ds.md5})" if ds.md5 else ""))
+
+
+def fetch(ds: Dataset, raw_dir: str | os.PathLike = "resources/raw", *, url: str | None = None,
+          extract: bool = True, progress: bool = True, retries: int = 3,
+          log=print) -> Path:
+    """Make ``<raw_dir>/<group>/extracted`` hold the verified, extracted archive of ``ds``.
+
+    ``url`` overrides the registry's URLs (a mirror; the registry size and checksum still
+    apply). Returns the extracted directory. Idempotent: a verified archive is not re-hashed
+    and an up-to-date extraction is not repeated.
+    """
+    if ds.synthetic:
+        raise DownloadError(f"{ds.name} is generated locally; nothing to fetch "
+                            f"(use `ltr-bench prepare {ds.name}`)")
+    group = Path(raw_dir) / ds.raw_group
+    extracted = group / "extracted"
+    if ds.archive is None:
+        raise DownloadError(f"{ds.name}: the registry names no archive")
+    archive = group / ds.archive
+    record = group / VERIFIED
+    info = _record_ok(record, archive) if archive.exists() else None
+    if info is None:
+        if archive.exists():
+            log(f"verifying {archive} ...")
+            digest = verify(archive, ds.sha256, ds.size, md5=ds.md5)
+        else:
+            urls = (url,) if url else (() if ds.manual else ds.urls)
+            if not urls:
+                if (extracted / MANIFEST).exists() or _has_files(extracted):
+                    return extracted  # tree extracted by hand
+                raise ManualDownloadRequired(_manual_message(ds, archive))
+            errors = []
+            for u in urls:
+                try:
+                    log(f"downloading {u} -> {archive}")
+                    download(u, archive, ds.sha256, ds.size, md5=ds.md5, retries=retries,
+                             progress=progress)
+                    break
+                except (ChecksumError, TransferInterrupted):
+                    raise  # a mirror would not fix a bad file; a resume needs the same URL
+                except DownloadError as exc:
+                    errors.append(str(exc))
+            else:
+                raise DownloadError("; ".join(errors) + "\n" + _manual_message(ds, archive))
+            digest = file_sha256(archive)
+        if ds.sha256 is None and ds.md5 is None:
+            log(f"{archive}: the registry has no checksum for {ds.name}; recorded sha256 {digest}")
+        st = archive.stat()
+        write_json(record, {"archive": archive.name, "sha256": digest, "size": st.st_size,
+                            "mtime_ns": st.st_mtime_ns})
+        info = {"sha256": digest}
+    if not extract:
+        return extracted
+    manifest = _read_manifest(extracted)
+    if manifest is None or manifest.get("archive_sha256") != info["sha256"]:
+        log(f"extracting {archive.name} -> {extracted}")
+        manifest = extract_archive(archive, extracted, inner_archives=ds.inner_archives,
+                                   archive_sha256=info["sha256"])
+    _check_known_files(ds, extracted, manifest)
+    return extracted
+
+
+def _has_files(path: Path) -> bool:
+    return path.is_dir() and any(p.is_file() for p in path.rglob("*"))
+
+
+def _read_manifest(extracted: Path) -> dict | None:
+    try:
+        return json.loads((extracted / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _check_known_files(ds: Dataset, extracted: Path, manifest: dict) -> None:
+    for pattern, expected in ds.file_sha256.items():
+        hits = [rel for rel in manifest["files"] if _matches(rel, pattern)]
+        for rel in hits:
+            actual = manifest["files"][rel]["sha256"]
+            if actual != expected:
+                raise ExtractError(f"{extracted / rel}: sha256 {actual} differs from the published "
+                                   f"{expected} for {pattern}; the archive content is not the "
+                                   f"published {ds.title}")
+
+
+def _matches(relpath: str, pattern: str) -> bool:
+    """Pattern components match the last components of ``relpath`` (case-insensitive)."""
+    parts = relpath.lower().split("/")
+    pat = pattern.lower().split("/")
+    return len(pat) <= len(parts) and all(fnmatchcase(a, b) for a, b in zip(parts[-len(pat):], pat))
+
+
+def find_split_file(ds: Dataset, raw_dir: str | os.PathLike, fold: str, split: str) -> Path | None:
+    """The extracted file of ``split`` in ``fold``; None when the registry has no such split
+    (Istella full: no vali). Errors list what was found when the tree lacks it."""
+    patterns = ds.split_patterns(fold, split)
+    if not patterns:
+        return None
+    extracted = Path(raw_dir) / ds.raw_group / "extracted"
+    if not extracted.is_dir():
+        raise FileNotFoundError(
+            f"{extracted}: not there; run `ltr-bench fetch {ds.name}` first"
+            + (f" ({_manual_message(ds, Path(raw_dir) / ds.raw_group / (ds.archive or '?'))})"
+               if ds.manual else ""))
+    files = [p.relative_to(extracted).as_posix() for p in extracted.rglob("*")
+             if p.is_file() and p.name != MANIFEST]
+    hits = sorted(rel for rel in files for pat in patterns if _matches(rel, pat))
+    hits = sorted(set(hits))
+    if len(hits) > 1:
+        for word in ds.prefer:
+            preferred = [h for h in hits if word in h.lower()]
+            if preferred:
+                hits = preferred
+                break
+    if len(hits) != 1:
+        what = "no file" if not hits else f"{len(hits)} files ({', '.join(hits[:5])})"
+        raise FileNotFoundError(f"{extracted}: {what} matches {' or '.join(patterns)} for "
+                                f"{ds.name} {fold} {split}")
+    return extracted / hits[0]
+
+
+def source_sha256(path: Path) -> str:
+    """sha256 of a source file, from the extraction manifest or a sidecar cache when the size
+    and mtime still match (so a re-run does not re-read gigabytes), else computed."""
+    path = Path(path)
+    st = path.stat()
+    for parent in path.parents:
+        manifest = _read_manifest(parent) if (parent / MANIFEST).exists() else None
+        if manifest is not None:
+            entry = manifest.get("files", {}).get(path.relative_to(parent).as_posix())
+            if entry and entry["size"] == st.st_size and entry["mtime_ns"] == st.st_mtime_ns:
+                return entry["sha256"]
+            break
+    side = path.with_name(f".{path.name}.sha256.json")
+    try:
+        data = json.loads(side.read_text(encoding="utf-8"))
+        if data["size"] == st.st_size and data["mtime_ns"] == st.st_mtime_ns:
+            return data["sha256"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    digest = file_sha256(path)
+    try:
+        write_json(side, {"sha256": digest, "size": st.st_size, "mtime_ns": st.st_mtime_ns})
+    except OSError:
+        pass  # read-only source directory: just recompute next time
+    return digest
+
+
+def dataset_status(ds: Dataset, raw_dir: str | os.PathLike, prepared_dir: str | os.PathLike) -> str:
+    """``prepared`` | ``verified`` | ``downloaded`` | ``missing`` (``generated`` for synthetic
+    data not yet prepared). Cheap: reads only small records, never hashes archives."""
+    prepared = Path(prepared_dir) / ds.name
+    if prepared.is_dir() and any(prepared.glob("*/meta.json")):
+        return "prepared"
+    if ds.synthetic:
+        return "generated"
+    group = Path(raw_dir) / ds.raw_group
+    archive = group / (ds.archive or "")
+    if ds.archive and archive.is_file():
+        return "verified" if _record_ok(group / VERIFIED, archive) else "downloaded"
+    if (group / "extracted" / MANIFEST).exists() or _has_files(group / "extracted"):
+        return "verified" if (group / "extracted" / MANIFEST).exists() else "downloaded"
+    if archive.with_name(archive.name + ".part").exists():
+        return "missing (partial download)"
+    return "missing"

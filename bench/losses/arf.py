@@ -1,0 +1,122 @@
+r"""ARF: Adaptive Neural Ranking Framework (Wang et al. 2024), eqs. 11-13.
+
+With NeuralSort matrices (rows = ranks, columns = items; :mod:`bench.losses.neuralsort`)
+:math:`P_s = \hat P(s, \tau)` of the scores and :math:`P_v = \hat P(y, \tau_{label})` of the
+labels (tied labels share their rows' mass equally, which NeuralSort does by itself):
+
+.. math::
+
+    L_{relax} = -\sum_j \Big[\sum_{i \le k} P_v[i, j]\Big]
+                \log\Big(\frac{1}{m} \sum_{i \le m} P_s[i, j]\Big) \quad \text{(eq. 11)}
+
+    L_{global} = -\sum_i \sum_h P_v[i, h] \log P_s[i, h] \quad \text{(eq. 12)}
+
+    L_{total} = L_{relax} + \frac{L_{global}}{2\alpha^2} + \log|\alpha| \quad \text{(eq. 13)}
+
+Choices fixed here:
+
+* ``m`` and ``k`` are clipped to each list's length ``n`` (and ``1/m`` uses the clipped
+  value), so :math:`\frac1m\sum_{i\le m} P_s[i,:]` stays a distribution over the items.
+* Every logarithm is taken in the log domain: :math:`\log P_s` is a log-softmax and
+  :math:`\log \sum_{i \le m} P_s[i, j]` a log-sum-exp over those rows. No value is ever
+  clamped, so the forward value carries no clamp bias at all (the spec allows 1e-12).
+* :math:`\alpha` is a learnable scalar (init 1) of the :class:`ARFLoss` module, cast to the
+  scores' dtype and device on every call so it may live anywhere.
+
+A list contributes when it has at least 2 real items; the batch value is the mean of the
+per-list losses over contributing lists (for :math:`L_{total}` that is
+:math:`\overline{L_{relax}} + \overline{L_{global}}/(2\alpha^2) + \log|\alpha|`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from bench.losses._common import masked_mean_over_lists
+from bench.losses.neuralsort import check_loss_inputs, neuralsort, neuralsort_log
+
+
+def _rows_below(limit: Tensor, n_rows: int) -> Tensor:
+    """Bool ``[B, n_rows]``: row index < limit (per list)."""
+    return torch.arange(n_rows, device=limit.device)[None, :] < limit[:, None]
+
+
+def _arf_terms(scores: Tensor, labels: Tensor, mask: Tensor, m: int, k: int, tau: float, tau_label: float,
+               with_global: bool):
+    labels = check_loss_inputs(scores, labels, mask)
+    if int(m) < 1 or int(k) < 1:
+        raise ValueError(f"m and k must be >= 1, got m={m}, k={k}")
+    length = scores.shape[-1]
+    n = mask.sum(-1)
+    zero = torch.zeros((), dtype=scores.dtype, device=scores.device)
+    rows_s = length if with_global else min(int(m), length)
+    rows_v = length if with_global else min(int(k), length)
+    logp_s = neuralsort_log(scores, mask, tau, rows_s)  # [B, rows_s, L], 0 outside the block
+    p_v = neuralsort(labels, mask, tau_label, rows_v)  # [B, rows_v, L]
+    m_eff = n.clamp(max=int(m))
+    k_eff = n.clamp(max=int(k))
+    # Column weights: how much of item j lies in the label top-k.
+    w = (p_v * _rows_below(k_eff, rows_v)[:, :, None]).sum(1)
+    # log( sum_{i < m} P_s[i, j] ) by log-sum-exp over the selected rows (at least one row,
+    # so an empty list never reaches an all -inf reduction).
+    sel = _rows_below(m_eff.clamp(min=1), rows_s)[:, :, None]
+    low = torch.full((), float("-inf"), dtype=scores.dtype, device=scores.device)
+    log_col = torch.logsumexp(torch.where(sel, logp_s, low), dim=1)
+    log_m = torch.log(m_eff.clamp(min=1).to(scores.dtype))
+    relax = -torch.where(mask, w * (log_col - log_m[:, None]), zero).sum(-1)
+    glob = -(p_v * logp_s).sum((1, 2)) if with_global else None
+    return relax, glob, n >= 2
+
+
+def arf_relax(scores: Tensor, labels: Tensor, mask: Tensor, m: int = 30, k: int = 15, tau: float = 1.0,
+              tau_label: float = 1e-3) -> Tensor:
+    r"""ARF's :math:`L_{relax}` (eq. 11) alone: cross entropy between the label top-k column
+    mass and the predicted top-m column distribution. Costs :math:`O((m + k) n)` per list.
+
+    Batch value: mean over lists with >= 2 real items.
+
+    >>> y = torch.tensor([[3.0, 2.0, 1.0, 0.0]]); m = torch.ones(1, 4, dtype=torch.bool)
+    >>> good = arf_relax(y.clone(), y, m, m=2, k=2, tau=0.1)
+    >>> bad = arf_relax(-y, y, m, m=2, k=2, tau=0.1)
+    >>> bool(good < bad), round(good.item(), 4)  # perfect top-2: 2 * log(2)
+    (True, 1.3863)
+    """
+    relax, _, contributes = _arf_terms(scores, labels, mask, m, k, tau, tau_label, with_global=False)
+    return masked_mean_over_lists(relax, contributes, scores)
+
+
+class ARFLoss(nn.Module):
+    r"""ARF total loss (eq. 13) with a learnable :math:`\alpha` (init 1).
+
+    ``forward(scores, labels, mask) -> scalar``; add ``loss.parameters()`` to the optimiser.
+
+    >>> loss = ARFLoss(m=2, k=2)
+    >>> s = torch.tensor([[0.3, 0.2, 0.9, 0.1]]); y = torch.tensor([[1.0, 0.0, 2.0, 0.0]])
+    >>> v = loss(s, y, torch.ones(1, 4, dtype=torch.bool)); v.backward()
+    >>> loss.alpha.grad is not None and bool(torch.isfinite(v))
+    True
+    """
+
+    def __init__(self, m: int = 30, k: int = 15, tau: float = 1.0, tau_label: float = 1e-3, alpha: float = 1.0):
+        super().__init__()
+        if not tau > 0 or not tau_label > 0:
+            raise ValueError(f"tau and tau_label must be > 0, got {tau}, {tau_label}")
+        if alpha == 0 or not math.isfinite(alpha):
+            raise ValueError(f"alpha must be finite and non-zero, got {alpha}")
+        self.m, self.k, self.tau, self.tau_label = int(m), int(k), float(tau), float(tau_label)
+        self.alpha = nn.Parameter(torch.tensor(float(alpha)))
+
+    def forward(self, scores: Tensor, labels: Tensor, mask: Tensor) -> Tensor:
+        relax, glob, contributes = _arf_terms(scores, labels, mask, self.m, self.k, self.tau, self.tau_label,
+                                              with_global=True)
+        alpha = self.alpha.to(dtype=scores.dtype, device=scores.device)
+        per_list = relax + glob / (2.0 * alpha**2) + torch.log(alpha.abs())
+        if not bool(contributes.any()):
+            return 0.0 * scores.sum() + 0.0 * alpha
+        return masked_mean_over_lists(per_list, contributes, scores)
+
+    def extra_repr(self) -> str:
+        return f"m={self.m}, k={self.k}, tau={self.tau}, tau_label={self.tau_label}"

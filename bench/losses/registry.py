@@ -72,7 +72,8 @@ BUILTIN: dict[str, LossInfo] = dict(
     ]
 )
 
-_PACKAGE_DIR = Path(__file__).resolve().parent
+# (package, directory) pairs scanned for ``__losses__`` plug-ins; extendable by callers.
+PLUGIN_PACKAGES: list[tuple[str, Path]] = [("bench.losses", Path(__file__).resolve().parent)]
 _RUNTIME: dict[str, LossInfo] = {}
 
 
@@ -99,15 +100,16 @@ def _declared_losses(path: Path) -> tuple[str, ...]:
 
 def _plugins() -> dict[str, LossInfo]:
     found: dict[str, LossInfo] = {}
-    builtin_modules = {info.target.split(":")[0].rsplit(".", 1)[1] for info in BUILTIN.values()}
-    for path in sorted(_PACKAGE_DIR.glob("*.py")):
-        stem = path.stem
-        if stem.startswith("_") or stem in builtin_modules:
-            continue
-        for name in _declared_losses(path):
-            if name in BUILTIN or name in found:
-                raise ValueError(f"{path}: loss name {name!r} is already registered")
-            found[name] = LossInfo(name, f"bench.losses.{stem}:{name}")
+    builtin_modules = {info.target.split(":")[0] for info in BUILTIN.values()}
+    for package, directory in PLUGIN_PACKAGES:
+        for path in sorted(Path(directory).glob("*.py")):
+            module = f"{package}.{path.stem}"
+            if path.stem.startswith("_") or module in builtin_modules:
+                continue
+            for name in _declared_losses(path):
+                if name in BUILTIN or name in found:
+                    raise ValueError(f"{path}: loss name {name!r} is already registered")
+                found[name] = LossInfo(name, f"{module}:{name}")
     return found
 
 

@@ -1,0 +1,164 @@
+"""The common contract (losses.md, "Tests every loss must pass"), for EVERY registered loss.
+
+Parametrized over ``bench.losses.names()``: a registered loss whose module is missing or
+broken fails here (``get`` raises), it is never skipped. Loss-specific oracles and limits
+live next to each loss's own tests. Sizes are small on purpose (17 losses x 6 families).
+
+Tolerances: padding and batch identities 1e-9 relative in float64 (losses.md); gradcheck
+uses torch's defaults (atol 1e-5, rtol 1e-3) at eps 1e-6 in float64.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from bench.losses import get, info, names
+
+F64 = torch.float64
+
+# Hyperparameters that make ``@k``/``@m`` losses meaningful on the short lists used here.
+SMALL_LIST_HYPER: dict[str, dict] = {
+    "lambda_recall": {"k": 2, "m": 3},
+    "arf": {"k": 2, "m": 3},
+    "arf_relax": {"k": 2, "m": 3},
+    "pirank_ndcg": {"k": 3},
+    "pirank_arp": {"k": 3},
+}
+
+
+def make(name: str, dtype: torch.dtype = F64, **extra):
+    loss = get(name, **{**SMALL_LIST_HYPER.get(name, {}), **extra})
+    if isinstance(loss, torch.nn.Module):
+        loss = loss.to(dtype)
+    return loss
+
+
+def call(name: str, loss, scores, labels, mask, seed: int = 0):
+    """Call with a fresh generator in a fixed state for stochastic losses (ListMLE)."""
+    if info(name).stochastic:
+        return loss(scores, labels, mask, generator=torch.Generator().manual_seed(seed))
+    return loss(scores, labels, mask)
+
+
+def lists(lengths, width, seed, *, dtype=F64, distinct_labels=False, grades=4):
+    """Scores ~ N(0, 1), graded labels with >= 2 grades per list, padding with garbage."""
+    rng = np.random.default_rng(seed)
+    b = len(lengths)
+    scores = rng.normal(size=(b, width)) * 50.0  # padded slots hold large garbage
+    labels = rng.integers(0, grades + 1, size=(b, width)).astype(float)
+    mask = np.zeros((b, width), dtype=bool)
+    for row, n in enumerate(lengths):
+        mask[row, :n] = True
+        scores[row, :n] = rng.normal(size=n)
+        if distinct_labels:
+            labels[row, :n] = rng.permutation(n) * (grades / max(n - 1, 1))
+        else:
+            labels[row, :n] = rng.integers(0, grades, size=n)
+            if n >= 2:
+                labels[row, :2] = [grades - 1, 0]  # at least two grades
+                labels[row, :n] = rng.permutation(labels[row, :n])
+    return (torch.tensor(scores, dtype=dtype), torch.tensor(labels, dtype=dtype), torch.tensor(mask))
+
+
+def value_and_grad(name, loss, scores, labels, mask):
+    s = scores.clone().requires_grad_(True)
+    value = call(name, loss, s, labels, mask)
+    value.backward()
+    return value.detach(), s.grad
+
+
+ALL = names()
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_padding_invariance_and_zero_gradient_on_padding(name):
+    loss = make(name)
+    stochastic = info(name).stochastic
+    s, y, m = lists([6, 4, 5], 6, seed=1, distinct_labels=stochastic)
+    extra_s, extra_y, _ = lists([0, 0, 0], 5, seed=2)
+    sp = torch.cat([s, extra_s], dim=1)
+    yp = torch.cat([y, extra_y], dim=1)
+    mp = torch.cat([m, torch.zeros(3, 5, dtype=torch.bool)], dim=1)
+    v, g = value_and_grad(name, loss, s, y, m)
+    vp, gp = value_and_grad(name, make(name), sp, yp, mp)
+    assert torch.isfinite(v) and v.abs() > 0
+    assert abs(vp.item() - v.item()) <= 1e-9 * abs(v.item())
+    assert torch.allclose(gp[:, :6][m], g[m], rtol=1e-9, atol=1e-12 * g.abs().max().item())
+    assert torch.all(gp[~mp] == 0) and torch.all(g[~m] == 0)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_gradient_matches_finite_differences(name):
+    loss = make(name, **info(name).relaxed)
+    s, y, m = lists([5, 4], 5, seed=3)
+    s = s.clone().requires_grad_(True)
+    assert torch.autograd.gradcheck(lambda x: call(name, loss, x, y, m), (s,), eps=1e-6)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_batch_equals_mean_of_single_lists_and_degenerate_lists_contribute_nothing(name):
+    loss = make(name)
+    lengths = [7, 5, 3]
+    s, y, m = lists(lengths, 7, seed=4, distinct_labels=info(name).stochastic)
+    singles = [call(name, loss, s[i : i + 1, :n], y[i : i + 1, :n], m[i : i + 1, :n]).item() for i, n in enumerate(lengths)]
+    batch = call(name, loss, s, y, m).item()
+    assert batch == pytest.approx(float(np.mean(singles)), rel=1e-9)
+    # one real item, and no real item at all: same batch value, and each alone gives 0
+    sd, yd, md = lists([1, 0], 7, seed=5)
+    both = call(name, loss, torch.cat([s, sd]), torch.cat([y, yd]), torch.cat([m, md])).item()
+    assert both == pytest.approx(batch, rel=1e-9)
+    alone = make(name)
+    sd = sd.clone().requires_grad_(True)
+    value = call(name, alone, sd, yd, md)
+    value.backward()
+    assert value.item() == 0.0 and torch.all(sd.grad == 0)
+
+
+def _degenerate_inputs(dtype):
+    rng = np.random.default_rng(6)
+    n = 6
+    base = rng.normal(size=(1, n))
+    labels = rng.integers(0, 5, size=(1, n)).astype(float)
+    cases = {
+        "tied scores": (np.zeros((1, n)), labels),
+        "tied labels": (base, np.full((1, n), 2.0)),
+        "all-zero labels": (base, np.zeros((1, n))),
+        "scores 1e4": (rng.choice([-1e4, 1e4], size=(1, n)) + base, labels),
+        "single item": (base[:, :1], labels[:, :1]),
+    }
+    return {k: (torch.tensor(a, dtype=dtype), torch.tensor(b, dtype=dtype)) for k, (a, b) in cases.items()}
+
+
+@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("dtype", [torch.float32, F64])
+def test_finite_on_ties_zero_labels_single_item_and_huge_scores(name, dtype):
+    loss = make(name, dtype)
+    for case, (s, y) in _degenerate_inputs(dtype).items():
+        value, grad = value_and_grad(name, loss, s, y, torch.ones_like(s, dtype=torch.bool))
+        assert torch.isfinite(value), case
+        assert torch.all(torch.isfinite(grad)), case
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_finite_for_list_lengths_1_to_2000(name):
+    loss = make(name, torch.float32)
+    for n in (1, 2, 3, 31, 2000):
+        s, y, m = lists([n], n, seed=n, dtype=torch.float32)
+        value, grad = value_and_grad(name, loss, s, y, m)
+        assert torch.isfinite(value), n
+        assert torch.all(torch.isfinite(grad)), n
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_ideal_ordering_beats_reversed_ordering(name):
+    loss = make(name)
+    _, y, m = lists([8, 6], 8, seed=8)
+    # scores follow the labels (ties split by a small, order-preserving offset)
+    offset = -0.01 * torch.arange(8, dtype=F64)
+    ideal = 2.0 * (y - 2.0) + offset
+    ideal = torch.where(m, ideal, torch.zeros((), dtype=F64))
+    good = call(name, loss, ideal, y, m).item()
+    bad = call(name, loss, -ideal, y, m).item()
+    assert good < bad

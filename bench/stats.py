@@ -1,0 +1,405 @@
+r"""Paired significance tests against the best method: bold best + "not significantly worse".
+
+:func:`significance` turns a tidy per-query table (columns ``dataset, fold, seed, method,
+query``, one column per metric, optional ``<metric>:dropped`` columns) into the tidy
+statistics table the renderer reads. For every dataset and metric:
+
+1. **Dropped queries.** A ``(fold, query)`` is excluded from a metric, for *every* method,
+   when any of its rows marks it dropped (``<metric>:dropped``). Drops depend on the
+   labels only (e.g. OPA without two different labels), so in practice all rows agree;
+   excluding the union keeps the pairing exact even if they do not.
+2. **Seeds, folds.** A method's per-query value is its mean over its seeds; queries of all
+   test folds are concatenated, keyed by ``(fold, query)``. Every method must cover exactly
+   the same keys (else ``ValueError`` naming the method and the missing keys -- never a
+   silent inner join), and within a method every seed must cover them all.
+3. **Best** = the largest mean (smallest for metrics where lower is better, i.e. ARP);
+   equal means go to the method listed first in the input.
+4. **Test** of the best against each other method on the paired per-query values, one-sided
+   with H1 "the best is better": ``t`` = ``scipy.stats.ttest_rel(best, other,
+   alternative="greater")`` (``"less"`` for ARP); ``wilcoxon`` =
+   ``scipy.stats.wilcoxon(best, other, ...)``; ``permutation`` = paired sign-flip test of the
+   mean difference (exact over all :math:`2^n` flips when :math:`2^n \le` ``n_permutations``,
+   else ``n_permutations`` seeded random flips with :math:`p = (1 + \#\{T^* \ge T\})/(1 + B)`).
+   When every paired difference is zero the p-value is **1** (scipy would give NaN); with a
+   non-zero constant difference (spread <= 1e-12) the t statistic is infinite and ``p`` is
+   0 or 1 by its sign; with fewer than two queries no test is possible and ``p = 1``.
+5. **Correction** over the other methods: Holm-Bonferroni (``holm``) or ``none``:
+   :math:`\tilde p_{(i)} = \max_{j \le i} \min(1, (m - j + 1)\, p_{(j)})`.
+6. **Marks.** ``is_best``; ``not_worse`` = best or ``p_adjusted >= alpha``. The best row
+   carries ``p_value = p_adjusted = 1`` (a comparison with itself), a zero CI and all ties.
+7. **Effect.** ``ci_low, ci_high``: seeded paired bootstrap percentile CI (``confidence``,
+   default 95 %) of ``mean(method - best)`` in metric units (``scipy.stats.bootstrap``,
+   ``paired=True``; NaN when ``n_boot=0``); ``wins/ties/losses``: queries where the method is
+   better than / equal to (within 1e-12) / worse than the best.
+
+``mean`` is the mean over the kept queries of the seed-averaged values; ``std_over_seeds`` is
+the sample standard deviation (ddof 1; 0 with one seed) over seeds of the per-seed mean
+metric. Extra columns: ``n_seeds``, ``test``, ``correction``, ``alpha``.
+
+CLI::
+
+    ltr-bench stats --inputs 'results/runs/exp/*/*/*/seed*/metrics.parquet' \
+        --metrics ndcg@10 mrr --out results/stats/table.parquet \
+        [--test t|wilcoxon|permutation] [--correction holm|none] [--alpha 0.05] \
+        [--n-boot 1000] [--seed 0]
+"""
+
+from __future__ import annotations
+
+import glob as _glob
+import itertools
+import warnings
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from bench.atomic import atomic_path
+from bench.seeds import derive_seed
+
+KEY_COLUMNS = ("dataset", "fold", "seed", "method", "query")
+RESULT_COLUMNS = (
+    "dataset", "metric", "method", "mean", "std_over_seeds", "n_queries", "p_value",
+    "p_adjusted", "ci_low", "ci_high", "is_best", "not_worse", "wins", "ties", "losses",
+    "n_seeds", "test", "correction", "alpha",
+)
+TESTS = ("t", "wilcoxon", "permutation")
+CORRECTIONS = ("holm", "none")
+_TIE_TOL = 1e-12
+
+
+# ------------------------------------------------------------------------------------------
+# building blocks (each checked against an independent oracle in tests/test_stats.py)
+
+
+def holm(p_values: Sequence[float]) -> np.ndarray:
+    """Holm-Bonferroni step-down adjusted p-values (same order as the input).
+
+    >>> holm([0.01, 0.04, 0.03]).round(4).tolist()
+    [0.03, 0.06, 0.06]
+    """
+    p = np.asarray(p_values, dtype=np.float64)
+    m = len(p)
+    if m == 0:
+        return p.copy()
+    order = np.argsort(p, kind="stable")
+    scaled = np.minimum(1.0, (m - np.arange(m)) * p[order])
+    adjusted = np.empty(m)
+    adjusted[order] = np.maximum.accumulate(scaled)
+    return adjusted
+
+
+def paired_test(best: np.ndarray, other: np.ndarray, *, test: str = "t",
+                higher_is_better: bool = True, n_permutations: int = 10_000,
+                seed: int = 0) -> float:
+    """One-sided p-value of H1 "``best`` is better than ``other``" on paired values.
+
+    >>> round(paired_test(np.array([0.9, 0.8, 0.7, 0.9]), np.array([0.5, 0.6, 0.6, 0.4])), 4)
+    0.0231
+    >>> paired_test(np.ones(5), np.ones(5))  # identical methods: p = 1, not NaN
+    1.0
+    """
+    if test not in TESTS:
+        raise ValueError(f"test={test!r} is not one of {list(TESTS)}")
+    best, other = np.asarray(best, np.float64), np.asarray(other, np.float64)
+    diff = (best - other) if higher_is_better else (other - best)  # > 0: best is better
+    if len(diff) < 2 or np.all(np.abs(diff) <= _TIE_TOL):
+        return 1.0
+    alternative = "greater" if higher_is_better else "less"
+    if test == "t":
+        if np.ptp(diff) <= _TIE_TOL * max(1.0, float(np.abs(diff).max())):
+            return 0.0 if diff.mean() > 0 else 1.0  # constant difference: t = +-inf
+        return float(sps.ttest_rel(best, other, alternative=alternative).pvalue)
+    if test == "wilcoxon":
+        return float(sps.wilcoxon(best, other, alternative=alternative).pvalue)
+    return permutation_test(diff, n_permutations=n_permutations, seed=seed)
+
+
+def permutation_test(diff: np.ndarray, *, n_permutations: int = 10_000, seed: int = 0,
+                     batch: int = 512) -> float:
+    r"""Paired sign-flip test of H1 ``mean(diff) > 0``.
+
+    Exact (all :math:`2^n` sign vectors, identity included) when :math:`2^n \le`
+    ``n_permutations``; otherwise ``n_permutations`` random sign vectors from a seeded
+    generator and :math:`p = (1 + \#\{T^* \ge T\}) / (1 + B)` (never 0). Flipped sums equal
+    to the observed one within a relative 1e-9 count as ``>=``.
+
+    >>> permutation_test(np.array([1.0, 2.0, 3.0]))  # only the identity is as large: 1/8
+    0.125
+    """
+    d = np.asarray(diff, dtype=np.float64)
+    n = len(d)
+    observed = d.sum()
+    tol = 1e-9 * max(np.abs(d).sum(), 1e-300)
+    if n <= 30 and 2**n <= n_permutations:
+        rows = np.array(list(itertools.product((1.0, -1.0), repeat=n))) if n else np.ones((1, 0))
+        count = int(np.count_nonzero(rows @ d >= observed - tol))
+        return count / len(rows)
+    rng = np.random.default_rng(seed)
+    count = 0
+    done = 0
+    while done < n_permutations:
+        size = min(batch, n_permutations - done)
+        signs = rng.integers(0, 2, size=(size, n), dtype=np.int8) * 2.0 - 1.0
+        count += int(np.count_nonzero(signs @ d >= observed - tol))
+        done += size
+    return (1 + count) / (1 + n_permutations)
+
+
+def bootstrap_ci(method: np.ndarray, best: np.ndarray, *, n_boot: int = 1000, seed: int = 0,
+                 confidence: float = 0.95) -> tuple[float, float]:
+    """Paired percentile bootstrap CI of ``mean(method - best)`` (``scipy.stats.bootstrap``).
+
+    Constant differences give the degenerate interval ``(d, d)``; ``n_boot=0`` gives NaNs.
+    """
+    diff = np.asarray(method, np.float64) - np.asarray(best, np.float64)
+    if n_boot == 0 or len(diff) == 0:
+        return float("nan"), float("nan")
+    if np.ptp(diff) == 0.0:
+        return float(diff[0]), float(diff[0])
+    res = sps.bootstrap(
+        (np.asarray(method, np.float64), np.asarray(best, np.float64)),
+        lambda x, y, axis: np.mean(x - y, axis=axis),
+        paired=True, vectorized=True, n_resamples=n_boot, confidence_level=confidence,
+        method="percentile", batch=max(1, min(n_boot, 2_000_000 // max(len(diff), 1))),
+        random_state=np.random.default_rng(seed),
+    )
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+# ------------------------------------------------------------------------------------------
+# the table
+
+
+def significance(
+    per_query: pd.DataFrame,
+    metrics: Sequence[str],
+    *,
+    test: str = "t",
+    correction: str = "holm",
+    alpha: float = 0.05,
+    n_boot: int = 1000,
+    seed: int = 0,
+    higher_is_better: bool | Mapping[str, bool] | None = None,
+    n_permutations: int = 10_000,
+    confidence: float = 0.95,
+) -> pd.DataFrame:
+    """The statistics table; see the module docstring for every rule.
+
+    ``higher_is_better``: None (from :func:`bench.metrics.higher_is_better`, so ARP is
+    lower-is-better), one bool for all metrics, or a ``{metric: bool}`` mapping.
+
+    >>> pq = pd.DataFrame({"dataset": "d", "fold": 1, "seed": 0, "query": [0, 1, 2] * 2,
+    ...                    "method": ["a"] * 3 + ["b"] * 3, "mrr": [1, 1, .5, .5, 1, .5]})
+    >>> significance(pq, ["mrr"])[["method", "mean", "is_best", "p_value"]].round(3)
+      method   mean  is_best  p_value
+    0      a  0.833     True    1.000
+    1      b  0.667    False    0.211
+    """
+    if test not in TESTS:
+        raise ValueError(f"test={test!r} is not one of {list(TESTS)}")
+    if correction not in CORRECTIONS:
+        raise ValueError(f"correction={correction!r} is not one of {list(CORRECTIONS)}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha={alpha!r} must lie strictly between 0 and 1")
+    if isinstance(metrics, str):
+        metrics = [metrics]
+    missing = [c for c in (*KEY_COLUMNS, *metrics) if c not in per_query.columns]
+    if missing:
+        raise ValueError(f"per-query table lacks columns {missing} (has {list(per_query.columns)})")
+    rows: list[dict] = []
+    for dataset, frame in per_query.groupby("dataset", sort=False):
+        _check_design(frame, dataset)
+        methods = list(pd.unique(frame["method"]))
+        for metric in metrics:
+            hib = _direction(metric, higher_is_better)
+            rows.extend(_one_table(frame, dataset, metric, methods, hib, test=test,
+                                   correction=correction, alpha=alpha, n_boot=n_boot,
+                                   seed=seed, n_permutations=n_permutations,
+                                   confidence=confidence))
+    return pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
+
+
+def _direction(metric: str, higher_is_better) -> bool:
+    if higher_is_better is None:
+        from bench.metrics import higher_is_better as metric_direction
+
+        return metric_direction(metric)
+    if isinstance(higher_is_better, Mapping):
+        if metric not in higher_is_better:
+            raise ValueError(f"higher_is_better has no entry for metric {metric!r}")
+        return bool(higher_is_better[metric])
+    return bool(higher_is_better)
+
+
+def _examples(keys) -> str:
+    keys = sorted(keys, key=str)
+    shown = ", ".join(f"(fold {f!r}, query {q!r})" for f, q in keys[:5])
+    return shown + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
+
+
+def _check_design(frame: pd.DataFrame, dataset) -> None:
+    """Same (fold, query) keys for every method and every seed; no duplicate rows."""
+    dup = frame.duplicated(list(KEY_COLUMNS))
+    if dup.any():
+        first = frame.loc[dup, list(KEY_COLUMNS)].iloc[0].to_dict()
+        raise ValueError(f"dataset {dataset!r}: {int(dup.sum())} duplicate rows, e.g. {first}")
+    n_keys = len(frame[["fold", "query"]].drop_duplicates())
+    per_method = frame.groupby("method", sort=False)[["fold", "query"]].apply(
+        lambda f: len(f.drop_duplicates()))
+    for method, count in per_method.items():
+        if count < n_keys:  # error path: name the missing keys
+            all_keys = set(zip(frame["fold"], frame["query"]))
+            mf = frame[frame["method"] == method]
+            lacking = all_keys - set(zip(mf["fold"], mf["query"]))
+            raise ValueError(
+                f"dataset {dataset!r}: method {method!r} lacks {len(lacking)} of the "
+                f"{n_keys} test queries that other methods have: {_examples(lacking)}; "
+                "every method must be evaluated on the same queries"
+            )
+    sizes = frame.groupby(["method", "seed"], sort=False).size()
+    for (method, s), size in sizes.items():
+        if size != n_keys:
+            mf = frame[frame["method"] == method]
+            sf = mf[mf["seed"] == s]
+            lacking = set(zip(mf["fold"], mf["query"])) - set(zip(sf["fold"], sf["query"]))
+            raise ValueError(
+                f"dataset {dataset!r}: method {method!r} seed {s!r} lacks queries "
+                f"{_examples(lacking)} that its other seeds "
+                f"({sorted(map(str, pd.unique(mf['seed'])))}) have"
+            )
+
+
+def _one_table(frame, dataset, metric, methods, hib, *, test, correction, alpha, n_boot,
+               seed, n_permutations, confidence) -> list[dict]:
+    values = frame[metric].to_numpy(dtype=np.float64)
+    if np.isnan(values).any():
+        bad = frame.loc[np.isnan(values), ["method", "fold", "seed", "query"]].iloc[0].to_dict()
+        raise ValueError(f"dataset {dataset!r}, metric {metric!r}: NaN value at {bad}")
+    drop_col = metric + ":dropped"
+    kept = frame
+    if drop_col in frame.columns:
+        # a key dropped by any row is dropped for every method (pairing stays exact)
+        dropped = frame.groupby(["fold", "query"], sort=False)[drop_col].any()
+        dropped_keys = dropped.index[dropped.to_numpy(bool)]
+        if len(dropped_keys):
+            keys = pd.MultiIndex.from_arrays([frame["fold"], frame["query"]])
+            kept = frame[~keys.isin(dropped_keys)]
+    if kept.empty:
+        raise ValueError(f"dataset {dataset!r}, metric {metric!r}: every query is dropped")
+    # per-query values averaged over seeds: rows (fold, query), columns methods
+    wide = kept.groupby(["fold", "query", "method"], sort=True)[metric].mean().unstack("method")
+    wide = wide[methods]
+    per_seed = kept.groupby(["method", "seed"], sort=False)[metric].mean()
+    means = wide.mean(axis=0)
+    best = (means.idxmax() if hib else means.idxmin()) if len(methods) else None
+    # equal means: the first listed method wins (idxmax returns the first maximum)
+    best_values = wide[best].to_numpy()
+    others = [m for m in methods if m != best]
+    p_raw = []
+    for method in others:
+        cmp_seed = derive_seed("permutation", seed, dataset, metric, method)
+        p_raw.append(paired_test(best_values, wide[method].to_numpy(), test=test,
+                                 higher_is_better=hib, n_permutations=n_permutations,
+                                 seed=cmp_seed))
+    p_adj = holm(p_raw) if correction == "holm" else np.asarray(p_raw, dtype=np.float64)
+    p_of = {m: (p, pa) for m, p, pa in zip(others, p_raw, p_adj)}
+    rows = []
+    for method in methods:
+        vals = wide[method].to_numpy()
+        seed_means = per_seed.loc[method].to_numpy()
+        std = float(np.std(seed_means, ddof=1)) if len(seed_means) > 1 else 0.0
+        is_best = method == best
+        if is_best:
+            p, pa, lo, hi = 1.0, 1.0, 0.0, 0.0
+            if n_boot == 0:
+                lo = hi = float("nan")
+        else:
+            p, pa = p_of[method]
+            lo, hi = bootstrap_ci(vals, best_values, n_boot=n_boot, confidence=confidence,
+                                  seed=derive_seed("bootstrap", seed, dataset, metric, method))
+        diff = (vals - best_values) if hib else (best_values - vals)  # > 0: method better
+        rows.append({
+            "dataset": dataset, "metric": metric, "method": method,
+            "mean": float(means[method]), "std_over_seeds": std, "n_queries": len(vals),
+            "p_value": float(p), "p_adjusted": float(pa), "ci_low": lo, "ci_high": hi,
+            "is_best": is_best, "not_worse": bool(is_best or pa >= alpha),
+            "wins": int(np.count_nonzero(diff > _TIE_TOL)),
+            "ties": int(np.count_nonzero(np.abs(diff) <= _TIE_TOL)),
+            "losses": int(np.count_nonzero(diff < -_TIE_TOL)),
+            "n_seeds": len(seed_means), "test": test, "correction": correction, "alpha": alpha,
+        })
+    return rows
+
+
+# ------------------------------------------------------------------------------------------
+# CLI
+
+
+def load_per_query(inputs: Sequence[str]) -> pd.DataFrame:
+    """Concatenate per-run ``metrics.parquet`` files given as paths or glob patterns."""
+    from bench.cli import CliError
+
+    paths: list[str] = []
+    for pattern in inputs:
+        found = sorted(_glob.glob(pattern)) if any(ch in pattern for ch in "*?[") else [pattern]
+        if not found:
+            raise CliError(f"--inputs pattern {pattern!r} matches no file")
+        paths.extend(found)
+    frames = []
+    for path in dict.fromkeys(paths):  # keep order, drop repeats
+        if not Path(path).is_file():
+            raise CliError(f"--inputs file {path} does not exist")
+        try:
+            df = pd.read_parquet(path)
+        except Exception as exc:  # pyarrow raises several types for a broken file
+            raise CliError(f"{path}: cannot read as parquet ({exc})") from exc
+        missing = [c for c in KEY_COLUMNS if c not in df.columns]
+        if missing:
+            raise CliError(f"{path}: lacks columns {missing}; a run's metrics.parquet has the "
+                           "evaluate frame plus dataset, fold, method, seed")
+        frames.append(df)
+    return pd.concat(frames, ignore_index=True)
+
+
+def _cli_stats(args) -> int:
+    from bench.cli import CliError
+
+    per_query = load_per_query(args.inputs)
+    metrics = args.metrics or [
+        c for c in per_query.columns if c not in KEY_COLUMNS and not c.endswith(":dropped")
+    ]
+    absent = [m for m in metrics if m not in per_query.columns]
+    if absent:
+        raise CliError(f"--metrics {absent} not found in the inputs (they have "
+                       f"{[c for c in per_query.columns if c not in KEY_COLUMNS]})")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            table = significance(per_query, metrics, test=args.test, correction=args.correction,
+                                 alpha=args.alpha, n_boot=args.n_boot, seed=args.seed)
+    except ValueError as exc:
+        raise CliError(str(exc)) from exc
+    with atomic_path(args.out) as tmp:
+        table.to_parquet(tmp, engine="pyarrow", index=False)
+    print(f"ltr-bench stats: {len(table)} rows ({table['dataset'].nunique()} datasets, "
+          f"{len(metrics)} metrics) -> {args.out}")
+    return 0
+
+
+def register_cli(subparsers) -> None:
+    """Add ``ltr-bench stats``."""
+    p = subparsers.add_parser("stats", help="paired significance tests of per-query metrics")
+    p.add_argument("--inputs", nargs="+", required=True,
+                   help="metrics.parquet files or glob patterns (quote them)")
+    p.add_argument("--metrics", nargs="+", default=None,
+                   help="metric columns to test (default: every metric column)")
+    p.add_argument("--out", required=True, help="statistics parquet to write")
+    p.add_argument("--test", choices=TESTS, default="t")
+    p.add_argument("--correction", choices=CORRECTIONS, default="holm")
+    p.add_argument("--alpha", type=float, default=0.05)
+    p.add_argument("--n-boot", type=int, default=1000, dest="n_boot")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=_cli_stats)

@@ -29,11 +29,16 @@ Choices fixed here:
 Losses (gain :math:`2^y-1`, discount :math:`1/\log_2(1+j)`):
 
 * ``pirank_ndcg``: :math:`1 - \sum_{j \le k} [\hat P g]_j d_j / \mathrm{maxDCG@k}`.
-* ``pirank_arp``: :math:`\sum_{j \le k} [\hat P y]_j\, j / \sum_{j \le k} y_{(j)}` (eq. 11),
-  where :math:`y_{(j)}` are the labels sorted descending (the only reading of eq. 11's
-  denominator that is a constant of the list; for ``k >= n`` it is :math:`\sum_i y_i`, eq. 4).
-  Its default is ``k=None`` (the whole list) rather than 10: truncated ARP is minimised by
-  ranking the relevant items *below* ``k``, where they no longer count.
+* ``pirank_arp``: for ``k >= n`` (default ``k=None``, the whole list) eq. 11 with
+  :math:`k = n`, i.e. :math:`\sum_{j \le n} [\hat P y]_j\, j / \sum_i y_i`, whose hard value
+  is eq. 4 (``bench.metrics`` ``"arp"``). For ``k < n`` eq. 11 read literally
+  (:math:`\sum_{j\le k} [\hat P y]_j j / \sum_{j \le k} y_{(j)}`) is *minimised* by ranking
+  the relevant items below ``k``, where they stop counting, so it fails the suite's
+  ideal-beats-reversed requirement. Decided here: the label mass left outside the top ``k``
+  is charged at position ``k + 1``,
+  :math:`\big(\sum_{j\le k} [\hat P y]_j\, j + (k+1)(\sum_i y_i - \sum_{j \le k} [\hat P y]_j)\big)
+  / \sum_i y_i` (ARP with positions capped at ``k + 1``), the same for the hard value.
+  The default is ``k=None`` rather than 10 so that the value is the paper's ARP metric.
 * ``straight_through=True``: the forward value is the exact hard metric loss (ranking by
   descending score, ties broken by position as ``bench.metrics.evaluate(ties="stable")``)
   and the gradient is the relaxed loss's: ``hard + (relaxed - relaxed.detach())``.
@@ -181,27 +186,33 @@ def pirank_ndcg(scores: Tensor, labels: Tensor, mask: Tensor, k: int | None = 10
 
 def pirank_arp(scores: Tensor, labels: Tensor, mask: Tensor, k: int | None = None, tau=5.0, depth: int = 1,
                branching: Sequence[int] | None = None, straight_through: bool = True) -> Tensor:
-    r"""PiRank-ARP loss :math:`\sum_{j\le k} [\hat P y]_j\, j / \sum_{j\le k} y_{(j)}` (lower is better).
+    r"""PiRank-ARP loss (lower is better); positions beyond ``k`` count as ``k + 1``.
 
-    ``k=None`` (default) is the full-list ARP of eq. 4, equal to ``bench.metrics`` ``"arp"``
-    in the straight-through forward value. Batch value: mean over contributing lists
-    (>= 2 real items and a positive label sum).
+    ``k=None`` (default): :math:`\sum_{j\le n} [\hat P y]_j\, j / \sum_i y_i`, whose
+    straight-through forward value is ``bench.metrics`` ``"arp"`` (eq. 4). See the module
+    docstring for ``k < n``. Batch value: mean over lists with >= 2 real items and a
+    positive label sum.
 
     >>> s = torch.tensor([[0.1, 0.9, 0.5]]); y = torch.tensor([[2.0, 0.0, 1.0]])
     >>> m = torch.ones(1, 3, dtype=torch.bool)
     >>> round(pirank_arp(s, y, m).item(), 4)  # (0*1 + 1*2 + 2*3) / 3
     2.6667
+    >>> round(pirank_arp(s, y, m, k=1).item(), 4)  # (0*1 + 2*(1 + 2)) / 3
+    2.0
     """
     labels = check_loss_inputs(scores, labels, mask)
     p = pirank_topk(scores, mask, k, tau, depth, branching)
     kk = p.shape[1]
-    zero = torch.zeros((), dtype=scores.dtype, device=scores.device)
     pos = torch.arange(1, kk + 1, dtype=scores.dtype, device=scores.device)
-    low = torch.full((), float("-inf"), dtype=scores.dtype, device=scores.device)
-    top_labels = torch.topk(torch.where(mask, labels, low), kk, dim=-1).values
-    norm = torch.where(torch.isfinite(top_labels), top_labels, zero).sum(-1)
-    safe = torch.where(norm > 0, norm, torch.ones_like(norm))
-    relaxed = ((p @ labels[:, :, None])[..., 0] * pos).sum(-1) / safe
-    hard = (_hard_top(scores, labels, mask, kk) * pos).sum(-1) / safe
-    contributes = (mask.sum(-1) >= 2) & (norm > 0)
+    total = labels.sum(-1)  # padded labels are 0
+    truncated = mask.sum(-1) > kk
+    safe = torch.where(total > 0, total, torch.ones_like(total))
+
+    def arp(top: Tensor) -> Tensor:  # top: label mass at ranks 1..kk
+        tail = torch.where(truncated, (kk + 1) * (total - top.sum(-1)), torch.zeros_like(total))
+        return ((top * pos).sum(-1) + tail) / safe
+
+    relaxed = arp((p @ labels[:, :, None])[..., 0])
+    hard = arp(_hard_top(scores, labels, mask, kk))
+    contributes = (mask.sum(-1) >= 2) & (total > 0)
     return masked_mean_over_lists(_combine(relaxed, hard, straight_through), contributes, scores)

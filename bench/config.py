@@ -16,7 +16,7 @@ does exactly that, so tests see the same config the workflow sees.
 ...                        "protocols": {"p": {"model": {}, "train": {}}},
 ...                        "methods": {"m": {"loss": "ranknet"}}})
 >>> cfg["datasets"]["d"]["folds"], cfg["stats"]["correction"], cfg["methods"]["m"]["params"]
-(['fold1'], 'holm', {})
+(['Fold1'], 'holm', {})
 """
 
 from __future__ import annotations
@@ -160,9 +160,41 @@ def _require(known: dict | Iterable[str], name: str, where: str, what: str) -> N
         raise ConfigError(f"config key '{where}': unknown {what} '{name}' (defined: {listing})")
 
 
+MODEL_KEYS = {
+    "mlp": {"type", "hidden", "batch_norm", "dropout", "output_activation"},
+    "context_aware": {"type", "input_proj", "hidden", "blocks", "heads", "dropout", "output_activation"},
+}
+
+
+def merged_model(shared: dict[str, Any], local: dict[str, Any] | None) -> dict[str, Any]:
+    """A method's model as the trainer builds it: a different ``type`` replaces the protocol's."""
+    local = dict(local or {})
+    if "type" in local and local["type"] != shared.get("type", "mlp"):
+        return local
+    return {**shared, **local}
+
+
+def check_model(model: dict[str, Any], where: str) -> None:
+    """Keys of the model's own type only; ``hidden`` a list (mlp) or an integer (context_aware)."""
+    kind = model.get("type", "mlp")
+    for key in model:
+        if key not in MODEL_KEYS[kind]:
+            known = ", ".join(sorted(MODEL_KEYS[kind]))
+            raise ConfigError(f"config key '{where}.{key}': not a key of model type '{kind}' (known: {known})")
+    hidden = model.get("hidden")
+    if hidden is not None and isinstance(hidden, list) != (kind == "mlp"):
+        want = "a list of layer widths" if kind == "mlp" else "an integer width"
+        raise ConfigError(f"config key '{where}.hidden': model type '{kind}' takes {want}, got {hidden!r}")
+
+
 def check_references(config: dict[str, Any]) -> None:
     """Every protocol, method, dataset and role a table/figure/freeze names must exist."""
     datasets, protocols, methods = config["datasets"], config["protocols"], config["methods"]
+    for name, proto in protocols.items():
+        check_model(proto["model"], f"protocols.{name}.model")
+        for method, spec in methods.items():
+            if "model" in spec:
+                check_model(merged_model(proto["model"], spec["model"]), f"methods.{method}.model")
     for role, name in config.get("roles", {}).items():
         _require(datasets, name, f"roles.{role}", "dataset")
     for table, spec in config.get("tables", {}).items():
@@ -327,30 +359,26 @@ def experiment_protocol(config: dict[str, Any], experiment: str) -> str:
 
 
 def run_config(config: dict[str, Any], experiment: str, method: str) -> dict[str, Any]:
-    """The self-contained config one training run reads (``ltr-bench train --config``).
+    """The self-contained config one run reads (``ltr-bench train|gbdt --config``).
 
-    The protocol's ``model``/``train`` with the method's overrides merged in, the metric
-    conventions, the device, and a one-entry ``methods`` mapping for the method.
+    Top level: the protocol's ``model`` and ``train`` (shared defaults the trainer merges
+    with the method's own ``model``/``train`` overrides), the metric conventions, and a
+    one-entry ``methods`` mapping; display-only keys (``label``) are dropped.
     """
     protocol_name = experiment_protocol(config, experiment)
     protocol = config["protocols"][protocol_name]
-    spec = copy.deepcopy(method_spec(config, experiment, method))
-    out: dict[str, Any] = {
+    spec = {k: copy.deepcopy(v) for k, v in method_spec(config, experiment, method).items() if k != "label"}
+    metrics = dict(config["evaluation"])
+    if "metrics" in protocol:
+        metrics["names"] = list(protocol["metrics"])
+    return {
         "experiment": experiment,
         "protocol_name": protocol_name,
-        "device": config["device"],
-        "threads": config["threads"],
-        "metrics": {**config["evaluation"], **({"names": protocol["metrics"]} if "metrics" in protocol else {})},
+        "model": copy.deepcopy(protocol["model"]),
+        "train": copy.deepcopy(protocol["train"]),
+        "metrics": metrics,
         "methods": {method: spec},
     }
-    if not is_gbdt(spec):
-        out["model"] = merge(protocol["model"], spec.pop("model", {}) or {})
-        out["train"] = merge(protocol["train"], spec.pop("train", {}) or {})
-        spec["model"], spec["train"] = out["model"], out["train"]
-    else:
-        out["train"] = merge(protocol["train"], spec.pop("train", {}) or {})
-        spec["train"] = out["train"]
-    return out
 
 
 def freeze_datasets(config: dict[str, Any]) -> list[str]:

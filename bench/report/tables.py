@@ -43,6 +43,8 @@ from typing import Any
 
 import pandas as pd
 
+from bench.metrics import conventions_caption
+
 LOWER_IS_BETTER = ("arp",)
 TEST_NAMES = {
     "t": "one-sided paired t-test",
@@ -174,14 +176,7 @@ def caption(spec: dict[str, Any], has_paper: bool) -> str:
         f"({TEST_NAMES.get(stats['test'], stats['test'])} on per-query values (seed-averaged) against the best, "
         f"{corr}, alpha = {stats['alpha']})."
     )
-    empty = {"one": "scores 1", "zero": "scores 0", "drop": "is dropped"}[ev["empty_query"]]
-    ties = ("ties in scores broken by the documents' input order" if ev["ties"] == "stable"
-            else "ties in scores averaged over all tie orders")
-    parts.append(
-        f"NDCG: gain 2^y - 1, discount 1/log2(1 + rank), a query without relevant documents {empty}; {ties}; "
-        "MRR binary relevance (label >= 1); OPA over pairs with y_i > y_j; ARP: relevance-weighted mean rank, "
-        "lower is better; Recall@m@k as ARF eq. 4 (ties at the k-th label share the remaining places)."
-    )
+    parts.append(conventions_caption(ev["empty_query"], ev["ties"]))
     if has_paper:
         parts.append("paper (Δ): the number printed in the source paper and ours minus it.")
     return " ".join(parts)

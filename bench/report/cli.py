@@ -1,0 +1,188 @@
+"""``ltr-bench table``, ``ltr-bench figure`` and ``ltr-bench compare-table``.
+
+Each is a thin wrapper the Snakemake rules call; the spec of what to draw arrives as one
+JSON object (``--spec``) that the workflow builds from the validated config.
+
+- ``table NAME --stats S.parquet --spec JSON --md M --tex T --html H``: render a statistics
+  table (:mod:`bench.report.tables`) with the paper numbers of ``spec["paper"]``.
+- ``figure NAME --spec JSON --png P --pdf F [--input FILE ...]``: draw one figure
+  (:mod:`bench.report.figures`); inputs per figure: ``scaling_figure`` the perf CSV,
+  ``listsize_figure`` the listsize statistics parquet, ``recall_heatmap`` the evaluated
+  per-query parquet files, ``temperature_figure`` reads the run directories named in the spec,
+  ``neuralndcg_curves`` needs none.
+- ``compare-table --frozen DIR --new P.parquet ... --spec JSON --md M --html H``: verify the
+  frozen baselines (:func:`bench.frozen.check_frozen`), run the paired tests of
+  :func:`bench.stats.significance` on the new losses together with every frozen baseline,
+  write that statistics table next to the Markdown, and render it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from bench.atomic import write_text
+
+
+def _spec(text: str) -> dict[str, Any]:
+    from bench.cli import CliError
+
+    try:
+        spec = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CliError(f"--spec: not valid JSON ({exc})") from exc
+    if not isinstance(spec, dict):
+        raise CliError("--spec: expected a JSON object")
+    return spec
+
+
+def _write_table(table, md: str | None, tex: str | None, html_path: str | None) -> None:
+    from bench.report.tables import to_html, to_latex, to_markdown
+
+    for path, render in ((md, to_markdown), (tex, to_latex), (html_path, to_html)):
+        if path:
+            write_text(path, render(table))
+
+
+def _cli_table(args) -> int:
+    from bench.report.paper import load_paper_numbers
+    from bench.report.tables import build_table
+
+    spec = _spec(args.spec)
+    spec.setdefault("name", args.name)
+    stats = pd.read_parquet(args.stats)
+    paper = load_paper_numbers(args.paper_numbers) if args.paper_numbers else load_paper_numbers()
+    _write_table(build_table(stats, spec, paper), args.md, args.tex, args.html)
+    return 0
+
+
+def _cli_figure(args) -> int:
+    from bench.cli import CliError
+    from bench.report import figures as F
+
+    spec = _spec(args.spec)
+    name = args.name
+    inputs = list(args.input or [])
+    if name == "scaling_figure":
+        fig = F.scaling_figure(pd.read_csv(_one(inputs, name)), spec.get("steps"), spec.get("batch_lists"))
+    elif name == "temperature_figure":
+        fig = F.temperature_figure(F.read_curves(spec["runs"]), spec["metrics"])
+    elif name == "listsize_figure":
+        data = F.listsize_data(pd.read_parquet(_one(inputs, name)), spec["dataset"], spec["l_train"],
+                               spec["list_sizes"], spec["metrics"])
+        fig = F.listsize_figure(data)
+    elif name == "recall_heatmap":
+        if not inputs:
+            raise CliError("recall_heatmap: give the evaluated per-query parquet files with --input")
+        per_query = pd.concat([pd.read_parquet(p) for p in inputs], ignore_index=True)
+        fig = F.recall_heatmap(F.recall_grid(per_query, spec["methods"], spec["m"], spec["k"]), spec.get("labels"))
+    elif name == "neuralndcg_curves":
+        fig = F.neuralndcg_curves(F.neuralndcg_curve_data(spec.get("taus", [0.1, 1.0, 5.0]), spec.get("points", 401)))
+    else:
+        raise CliError(f"unknown figure {name!r}; known: {', '.join(FIGURE_NAMES)}")
+    F.save(fig, args.png, args.pdf)
+    return 0
+
+
+def _one(inputs: list[str], name: str) -> str:
+    from bench.cli import CliError
+
+    if len(inputs) != 1:
+        raise CliError(f"{name}: expected exactly one --input file, got {len(inputs)}")
+    return inputs[0]
+
+
+def compare_stats(frozen_dir: str | Path, new: pd.DataFrame, spec: dict[str, Any],
+                  fingerprints: dict[str, str]) -> pd.DataFrame:
+    """Verified frozen baselines + the new losses -> :func:`bench.stats.significance` table."""
+    from bench import frozen as fz
+    from bench.stats import significance
+
+    manifest = fz.check_frozen(frozen_dir, spec["protocol"], fingerprints)
+    baselines = fz.load_frozen(frozen_dir, manifest)
+    overlap = sorted(set(baselines["method"]) & set(new["method"]))
+    if overlap:
+        raise fz.FrozenMismatch(f"new method names clash with frozen baselines: {overlap}")
+    metrics = list(spec["metrics"])
+    keep = ["dataset", "fold", "seed", "method", "query", *metrics, *[f"{m}:dropped" for m in metrics]]
+    for frame, what in ((baselines, f"frozen baselines in {frozen_dir}"), (new, "new per-query results")):
+        missing = [c for c in keep if c not in frame.columns]
+        if missing:
+            raise fz.FrozenMismatch(f"{what} lack columns {missing}")
+    per_query = pd.concat([baselines[keep], new[keep]], ignore_index=True)
+    stats_cfg = spec.get("stats", {})
+    return significance(per_query, metrics, test=stats_cfg.get("test", "t"),
+                        correction=stats_cfg.get("correction", "holm"), alpha=stats_cfg.get("alpha", 0.05),
+                        n_boot=stats_cfg.get("n_boot", 1000), seed=stats_cfg.get("seed", 0))
+
+
+def _cli_compare(args) -> int:
+    from bench.cli import CliError
+    from bench.frozen import FrozenMismatch, fold_fingerprints, read_manifest
+    from bench.report.tables import build_table
+
+    spec = _spec(args.spec)
+    new = pd.concat([pd.read_parquet(p) for p in args.new], ignore_index=True)
+    try:
+        stats = compare_stats(args.frozen, new, spec, fold_fingerprints(args.prepared))
+    except FrozenMismatch as exc:
+        raise CliError(f"refusing to compare: {exc}") from exc
+    if args.stats_out:
+        from bench.evaluate import write_parquet
+
+        write_parquet(stats, args.stats_out)
+    manifest = read_manifest(args.frozen)
+    new_methods = list(dict.fromkeys(new["method"]))
+    labels = spec.get("labels", {})
+    table_spec = {
+        "name": f"compare_{spec['dataset']}",
+        "title": f"New loss(es) vs the frozen baselines on {spec['dataset']}",
+        "source": f"the frozen baselines in {args.frozen} (protocol hash {manifest['protocol_hash'][:12]}, "
+                  f"frozen {manifest['created_at']}, commit {manifest['code_version']['git_commit'][:10]})",
+        "profile": spec.get("profile"),
+        "datasets": [{"name": spec["dataset"]}],
+        "methods": [{"name": m, "label": f"{labels.get(m, m)} (new)"} for m in new_methods]
+        + [{"name": m, "label": labels.get(m, m)} for m in manifest["methods"]],
+        "metrics": spec["metrics"],
+        "seeds": spec["protocol"]["seeds"],
+        "stats": spec.get("stats", {}),
+        "evaluation": spec["protocol"]["evaluation"],
+    }
+    _write_table(build_table(stats, table_spec), args.md, args.tex, args.html)
+    return 0
+
+
+FIGURE_NAMES = ("scaling_figure", "temperature_figure", "listsize_figure", "recall_heatmap", "neuralndcg_curves")
+
+
+def register_cli(subparsers) -> None:
+    """Add ``ltr-bench table``, ``figure`` and ``compare-table``."""
+    t = subparsers.add_parser("table", help="render a statistics table as Markdown, LaTeX and HTML")
+    t.add_argument("name")
+    t.add_argument("--stats", required=True, help="results/stats/<table>.parquet")
+    t.add_argument("--spec", required=True, help="table spec as JSON (built by the workflow)")
+    t.add_argument("--paper-numbers", help="paper numbers YAML (default: bench/report/paper_numbers.yaml)")
+    t.add_argument("--md")
+    t.add_argument("--tex")
+    t.add_argument("--html")
+    t.set_defaults(func=_cli_table)
+    f = subparsers.add_parser("figure", help="draw one figure as PNG and PDF")
+    f.add_argument("name", choices=FIGURE_NAMES)
+    f.add_argument("--spec", default="{}", help="figure spec as JSON")
+    f.add_argument("--input", nargs="*", help="input files (see the module docstring)")
+    f.add_argument("--png", required=True)
+    f.add_argument("--pdf", required=True)
+    f.set_defaults(func=_cli_figure)
+    c = subparsers.add_parser("compare-table", help="new losses vs frozen baselines, paired tests, rendered")
+    c.add_argument("--frozen", required=True, help="results/frozen/<profile>/<dataset>")
+    c.add_argument("--new", required=True, nargs="+", help="evaluated per-query parquet files of the new losses")
+    c.add_argument("--prepared", required=True, nargs="+", help="current prepared fold directories (fingerprints)")
+    c.add_argument("--spec", required=True, help="JSON: dataset, protocol, metrics, stats, labels, profile")
+    c.add_argument("--stats-out", help="also write the statistics table here (parquet)")
+    c.add_argument("--md")
+    c.add_argument("--tex")
+    c.add_argument("--html")
+    c.set_defaults(func=_cli_compare)

@@ -1,0 +1,319 @@
+r"""The study's figures (matplotlib, Agg backend), each saved as PNG and PDF.
+
+Every figure has a data function (a tidy frame in, tested on constructed data) and a draw
+function returning a ``matplotlib.figure.Figure``; :func:`save` writes PNG and PDF atomically.
+
+- ``scaling_figure`` (PiRank Fig. 7): wall-clock and peak memory vs training list size on
+  log-log axes. Each curve's legend entry carries its fitted slope ``b`` of
+  ``log(seconds) = a + b log(L)`` (least squares over the measured points), the empirical
+  exponent of ``seconds ~ L^b`` (paper: ``b = 2`` for depth 1, ``4/3`` for depth 3).
+- ``temperature_figure`` (PiRank Figs. 5, 8-12): per-epoch validation NDCG@k and training
+  loss for each temperature, averaged over seeds, plus ``1 - training loss`` beside the
+  validation NDCG@10.
+- ``listsize_figure`` (PiRank Fig. 6): relative NDCG@k change (percent) over the method
+  trained at the smallest L_train, per L_test, from the listsize statistics table.
+- ``recall_heatmap`` (ARF Figs. 2-6): mean Recall@m@k over an (m, k) grid, one heatmap
+  per method, values printed in the cells.
+- ``neuralndcg_curves`` (NeuralNDCG Figs. 1-2): NDCG and NeuralNDCG (with and without
+  Sinkhorn scaling, several tau) of the papers' toy lists as one score ``x`` varies.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from bench.atomic import atomic_path  # noqa: E402
+from bench.report.tables import dataset_key, metric_label  # noqa: E402
+
+SCALING_COLUMNS = ("loss", "variant", "L", "seconds", "peak_mb")
+
+
+def save(fig, png: str | os.PathLike, pdf: str | os.PathLike) -> None:
+    """Write ``fig`` to ``png`` (150 dpi) and ``pdf``, each atomically; close it."""
+    for path, fmt in ((png, "png"), (pdf, "pdf")):
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format=fmt, dpi=150, bbox_inches="tight")
+    plt.close(fig)
+
+
+# ----------------------------------------------------------------------------- scaling
+
+
+def loglog_slope(x: Iterable[float], y: Iterable[float]) -> float:
+    """Least-squares slope of ``log y`` on ``log x`` (NaN with fewer than 2 positive points).
+
+    >>> round(loglog_slope([10, 100, 1000], [3, 300, 30000]), 6)
+    2.0
+    """
+    x = np.asarray(list(x), dtype=float)
+    y = np.asarray(list(y), dtype=float)
+    ok = (x > 0) & (y > 0) & np.isfinite(x) & np.isfinite(y)
+    if ok.sum() < 2 or np.unique(x[ok]).size < 2:
+        return float("nan")
+    return float(np.polyfit(np.log(x[ok]), np.log(y[ok]), 1)[0])
+
+
+def _curve_label(loss: str, variant: Any) -> str:
+    variant = "" if variant is None or (isinstance(variant, float) and np.isnan(variant)) else str(variant)
+    return f"{loss} ({variant})" if variant else str(loss)
+
+
+def scaling_data(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per curve: label, slope of seconds and of peak memory vs L (one row per curve)."""
+    missing = [c for c in SCALING_COLUMNS if c not in frame.columns]
+    if missing:
+        raise ValueError(f"scaling CSV lacks columns {missing}; expected {list(SCALING_COLUMNS)}")
+    rows = []
+    for (loss, variant), grp in frame.groupby(["loss", "variant"], sort=False, dropna=False):
+        grp = grp.sort_values("L")
+        rows.append({"loss": loss, "variant": variant, "label": _curve_label(loss, variant),
+                     "time_slope": loglog_slope(grp.L, grp.seconds), "mem_slope": loglog_slope(grp.L, grp.peak_mb),
+                     "points": len(grp)})
+    return pd.DataFrame(rows)
+
+
+def scaling_figure(frame: pd.DataFrame, steps: int | None = None, batch_lists: int | None = None):
+    """Two log-log panels: seconds vs L and peak memory vs L, slopes in the legends."""
+    slopes = scaling_data(frame)
+    fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(12, 4.8))
+    cmap = plt.get_cmap("tab20")
+    for i, row in enumerate(slopes.itertuples()):
+        grp = frame[(frame.loss == row.loss) & (frame.variant.fillna("") == ("" if pd.isna(row.variant) else row.variant))]
+        grp = grp.sort_values("L")
+        style = {"color": cmap(i % 20), "marker": "o", "linewidth": 2 if "pirank" in str(row.loss) else 1.2}
+        ax_t.plot(grp.L, grp.seconds, label=f"{row.label}: slope {row.time_slope:.2f}", **style)
+        ax_m.plot(grp.L, grp.peak_mb, label=f"{row.label}: slope {row.mem_slope:.2f}", **style)
+    what = f"{steps} training steps" if steps else "the timed steps"
+    if batch_lists:
+        what += f" of {batch_lists} lists"
+    for ax, ylabel in ((ax_t, f"wall-clock of {what} (s)"), (ax_m, "peak memory (MB)")):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("training list size L (documents per list)")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left")
+    ax_t.set_title("Time vs list size (log-log; paper: depth 1 ~ L^2, depth 3 ~ L^(4/3))", fontsize=9)
+    ax_m.set_title("Peak memory vs list size (log-log)", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+# ----------------------------------------------------------------------------- temperature
+
+
+def read_curves(runs: dict[str, list[str | os.PathLike]]) -> pd.DataFrame:
+    """Concatenate ``curve.csv`` of run directories: ``{label: [run_dir, ...]}`` (one per seed)."""
+    frames = []
+    for label, dirs in runs.items():
+        for seed, run_dir in enumerate(dirs):
+            path = Path(run_dir) / "curve.csv"
+            if not path.exists():
+                raise FileNotFoundError(f"{path}: run has no curve.csv (needed for the temperature figure)")
+            curve = pd.read_csv(path)
+            curve.insert(0, "seed_index", seed)
+            curve.insert(0, "label", label)
+            frames.append(curve)
+    return pd.concat(frames, ignore_index=True)
+
+
+def temperature_figure(curves: pd.DataFrame, metrics: list[str]):
+    """Validation metrics and training loss per epoch, one line per temperature label."""
+    mean = curves.groupby(["label", "epoch"], sort=False).mean(numeric_only=True).reset_index()
+    labels = list(dict.fromkeys(curves["label"]))
+    panels = [*metrics, "train_loss", "relaxed"]
+    ncols = 4
+    nrows = int(np.ceil(len(panels) / ncols))
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4 * ncols, 3.3 * nrows), squeeze=False)
+    cmap = plt.get_cmap("viridis")
+    colors = {lab: cmap(i / max(1, len(labels) - 1)) for i, lab in enumerate(labels)}
+    hard = next((m for m in metrics if m == "ndcg@10"), metrics[-1])
+    for ax, panel in zip(axes.flat, panels):
+        for lab in labels:
+            sub = mean[mean.label == lab]
+            if panel == "train_loss":
+                ax.plot(sub.epoch, sub.train_loss, color=colors[lab], label=lab)
+            elif panel == "relaxed":
+                ax.plot(sub.epoch, 1 - sub.train_loss, color=colors[lab], linestyle="--", label=f"{lab}: 1 - loss")
+                ax.plot(sub.epoch, sub[f"vali_{hard}"], color=colors[lab], label=f"{lab}: {metric_label(hard)}")
+            else:
+                ax.plot(sub.epoch, sub[f"vali_{panel}"], color=colors[lab], label=lab)
+        title = {"train_loss": "training loss", "relaxed": f"1 - training loss (dashed) vs validation {metric_label(hard)}"}
+        ax.set_title(title.get(panel, f"validation {metric_label(panel)}"), fontsize=9)
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("loss" if panel == "train_loss" else "metric value")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=6)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    return fig
+
+
+# ----------------------------------------------------------------------------- list size
+
+
+def listsize_data(stats: pd.DataFrame, dataset: str, l_train: dict[str, int], list_sizes: list[int],
+                  metrics: list[str]) -> pd.DataFrame:
+    """Relative change (%) of each method's mean over the smallest-L_train method, per L_test."""
+    base_method = min(l_train, key=l_train.get)
+    rows = []
+    for metric in metrics:
+        for size in list_sizes:
+            sub = stats[(stats.dataset == dataset_key(dataset, size)) & (stats.metric == metric)]
+            means = dict(zip(sub.method, sub["mean"]))
+            if base_method not in means:
+                raise ValueError(f"listsize statistics lack {base_method} for {metric} at L_test={size}")
+            for method, ltr in l_train.items():
+                if method in means:
+                    rel = 100.0 * (means[method] / means[base_method] - 1.0) if means[base_method] else float("nan")
+                    rows.append({"metric": metric, "l_test": size, "l_train": ltr, "method": method, "relative": rel})
+    return pd.DataFrame(rows)
+
+
+def listsize_figure(data: pd.DataFrame):
+    metrics = list(dict.fromkeys(data.metric))
+    fig, axes = plt.subplots(1, len(metrics), figsize=(3.6 * len(metrics), 3.4), squeeze=False, sharey=True)
+    base = int(data.l_train.min())
+    for ax, metric in zip(axes.flat, metrics):
+        sub = data[data.metric == metric]
+        sizes = sorted(sub.l_test.unique())
+        pos = {s: i for i, s in enumerate(sizes)}
+        for ltr in sorted(sub.l_train.unique()):
+            line = sub[sub.l_train == ltr].sort_values("l_test")
+            ax.plot([pos[s] for s in line.l_test], line.relative, marker="o",
+                    linestyle="--" if ltr == base else "-", label=f"L_train = {ltr}")
+        ax.set_xticks(range(len(sizes)), [str(s) for s in sizes])
+        ax.axhline(0, color="gray", linewidth=0.8)
+        ax.set_title(metric_label(metric), fontsize=10)
+        ax.set_xlabel("test list size L_test")
+        ax.grid(True, alpha=0.3)
+    axes.flat[0].set_ylabel(f"relative change over L_train = {base} (%)")
+    axes.flat[-1].legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+# ----------------------------------------------------------------------------- recall heatmap
+
+
+def recall_grid(per_query: pd.DataFrame, methods: list[str], m_grid: list[int], k_grid: list[int]) -> pd.DataFrame:
+    """Mean Recall@m@k per (method, m, k) over the queries the metric keeps (and all seeds)."""
+    rows = []
+    for method in methods:
+        sub = per_query[per_query.method == method]
+        if sub.empty:
+            raise ValueError(f"no per-query rows for method {method!r} in the recall evaluation")
+        for m in m_grid:
+            for k in k_grid:
+                col = f"recall@{m}@{k}"
+                keep = ~sub[f"{col}:dropped"].to_numpy(bool) if f"{col}:dropped" in sub else np.ones(len(sub), bool)
+                vals = sub[col].to_numpy(float)[keep]
+                rows.append({"method": method, "m": m, "k": k, "recall": float(vals.mean()) if vals.size else np.nan})
+    return pd.DataFrame(rows)
+
+
+def recall_heatmap(grid: pd.DataFrame, labels: dict[str, str] | None = None):
+    methods = list(dict.fromkeys(grid.method))
+    labels = labels or {}
+    fig, axes = plt.subplots(1, len(methods), figsize=(4.2 * len(methods) + 0.8, 4), squeeze=False)
+    vmin, vmax = np.nanmin(grid.recall), np.nanmax(grid.recall)
+    image = None
+    for ax, method in zip(axes.flat, methods):
+        mat = grid[grid.method == method].pivot(index="m", columns="k", values="recall").sort_index()
+        image = ax.imshow(mat.to_numpy(), cmap="viridis", vmin=vmin, vmax=vmax, origin="upper", aspect="auto")
+        mid = (vmin + vmax) / 2
+        for i in range(mat.shape[0]):
+            for j in range(mat.shape[1]):
+                v = mat.iat[i, j]
+                ax.text(j, i, "n/a" if np.isnan(v) else f"{v:.3f}", ha="center", va="center", fontsize=7,
+                        color="black" if v > mid else "white")
+        ax.set_xticks(range(mat.shape[1]), [str(k) for k in mat.columns])
+        ax.set_yticks(range(mat.shape[0]), [str(m) for m in mat.index])
+        ax.set_xlabel("k (size of the true top-k)")
+        ax.set_ylabel("m (predicted top-m kept)")
+        ax.set_title(f"{labels.get(method, method)}: Recall@m@k", fontsize=9)
+    fig.colorbar(image, ax=list(axes.flat), shrink=0.85, label="mean Recall@m@k")
+    return fig
+
+
+# ----------------------------------------------------------------------------- NeuralNDCG toy curves
+
+# The papers' toy lists: (labels, scores with the varied score last, x range)
+TOY_FIG1 = ([2.0, 1.0, 0.0, 0.0, 0.0], [4.0, 1.0, 0.0, 0.0], (-2.0, 6.0))
+TOY_FIG2 = ([1.0, 2.0, 3.0, 4.0, 5.0], [1.0, 2.0, 3.0, 4.0], (-1.0, 7.0))
+
+
+def _neuralndcg_values(labels: list[float], scores: np.ndarray, tau: float, sinkhorn: bool) -> np.ndarray:
+    """NeuralNDCG@max of each row of ``scores`` (one call of the registered loss per list)."""
+    import torch
+
+    from bench.losses import get
+
+    loss = get("neuralndcg")
+    y = torch.tensor([labels], dtype=torch.float64)
+    mask = torch.ones_like(y, dtype=torch.bool)
+    kwargs = {"tau": tau, "k": None, "max_iter": 30 if sinkhorn else 0}
+    out = [-float(loss(torch.tensor([row], dtype=torch.float64), y, mask, **kwargs)) for row in scores]
+    return np.asarray(out)
+
+
+def _ndcg_values(labels: list[float], scores: np.ndarray) -> np.ndarray:
+    from bench.metrics import evaluate
+
+    n, length = scores.shape
+    offsets = np.arange(n + 1, dtype=np.int64) * length
+    frame = evaluate(scores.ravel().astype(np.float64), np.tile(np.asarray(labels, dtype=np.float64), n), offsets,
+                     ["ndcg@max"])
+    return frame["ndcg@max"].to_numpy()
+
+
+def neuralndcg_curve_data(taus: list[float], points: int = 401) -> pd.DataFrame:
+    """Columns panel, x, curve, value: NDCG and NeuralNDCG of the toy lists as ``x`` varies.
+
+    Panel ``fig1`` is NeuralNDCG Fig. 1 (tau = 1, with and without Sinkhorn scaling),
+    panel ``fig2`` is Fig. 2 (every tau in ``taus``, with Sinkhorn scaling).
+    """
+    rows = []
+    for panel, (labels, fixed, (lo, hi)), variants in (
+        ("fig1", TOY_FIG1, [(1.0, True), (1.0, False)]),
+        ("fig2", TOY_FIG2, [(t, True) for t in taus]),
+    ):
+        xs = np.linspace(lo, hi, points)
+        scores = np.column_stack([np.tile(fixed, (points, 1)), xs])
+        rows.append(pd.DataFrame({"panel": panel, "x": xs, "curve": "NDCG", "value": _ndcg_values(labels, scores)}))
+        for tau, sink in variants:
+            name = f"NeuralNDCG tau={tau:g}" + ("" if sink else " (no Sinkhorn)")
+            if panel == "fig1":
+                name = "NeuralNDCG" + (" with Sinkhorn" if sink else " without Sinkhorn") + f" (tau={tau:g})"
+            vals = _neuralndcg_values(labels, scores, tau, sink)
+            rows.append(pd.DataFrame({"panel": panel, "x": xs, "curve": name, "value": vals}))
+    return pd.concat(rows, ignore_index=True)
+
+
+def neuralndcg_curves(data: pd.DataFrame):
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    titles = {"fig1": "y = [2, 1, 0, 0, 0], s = [4, 1, 0, 0, x]  (NeuralNDCG Fig. 1)",
+              "fig2": "y = [1, 2, 3, 4, 5], s = [1, 2, 3, 4, x]  (NeuralNDCG Fig. 2)"}
+    for ax, panel in zip(axes, ("fig1", "fig2")):
+        sub = data[data.panel == panel]
+        for curve in dict.fromkeys(sub.curve):
+            line = sub[sub.curve == curve]
+            ax.plot(line.x, line.value, label=curve, linewidth=2.2 if curve == "NDCG" else 1.3,
+                    color="black" if curve == "NDCG" else None, linestyle="-" if curve == "NDCG" else "--")
+        ax.set_title(titles[panel], fontsize=9)
+        ax.set_xlabel("varied score x of the last document")
+        ax.set_ylabel("NDCG@max / NeuralNDCG@max")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig

@@ -94,7 +94,7 @@ def _extract_zip(archive: Path, root: Path) -> None:
             mode = info.external_attr >> 16
             if stat.S_ISLNK(mode):
                 raise ExtractError(f"{archive}: refusing member {info.filename!r}: symbolic link")
-            if mode and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            if stat.S_IFMT(mode) and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
                 raise ExtractError(f"{archive}: refusing member {info.filename!r}: not a regular file")
             target = root / rel
             if info.is_dir():

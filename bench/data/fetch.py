@@ -102,12 +102,17 @@ def _transfer(url: str, part: Path, size: int | None, timeout: float, progress: 
                                            unit_divisor=1024, desc=part.name.removesuffix(".part"),
                                            disable=None if progress else True,
                                            file=sys.stderr) as bar:
+            received = 0
             while True:
                 block = resp.read(_CHUNK)
                 if not block:
                     break
                 out.write(block)
+                received += len(block)
                 bar.update(len(block))
+        if length is not None and received < int(length):
+            # http.client returns b"" on a closed connection instead of raising
+            raise http.client.IncompleteRead(b"", int(length) - received)
 
 
 def download(url: str, dest: str | os.PathLike, sha256: str | None, size: int | None = None, *,

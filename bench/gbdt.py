@@ -319,7 +319,10 @@ def gbdt_run(
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
-    prepared = load_prepared(prepared_dir)
+    try:
+        prepared = load_prepared(prepared_dir)
+    except (FileNotFoundError, ValueError) as exc:
+        raise ConfigError(f"--prepared: {exc}") from exc
     meta = prepared.meta
     dataset, fold = str(meta["dataset"]), str(meta["fold"])
     data = tuple(_split_arrays(prepared.splits[s]) for s in ("train", "vali", "test"))

@@ -598,7 +598,10 @@ def train_run(
     loss_call = make_loss(cfg, method)
     from bench.data import load_prepared
 
-    prepared = load_prepared(prepared_dir)
+    try:
+        prepared = load_prepared(prepared_dir)
+    except (FileNotFoundError, ValueError) as exc:
+        raise ConfigError(f"--prepared: {exc}") from exc
     meta = prepared.meta
     dataset, fold = str(meta["dataset"]), str(meta["fold"])
     progress_log: list[Callable[[str], None]] = [lambda m: print(m, file=sys.stderr, flush=True)]

@@ -1,0 +1,324 @@
+"""Neural trainer: outputs, determinism, resume after a kill, NaN guard, budgets, every loss.
+
+All runs use a tiny prepared fold (48/16/16 queries, 8 features) and a tiny MLP, 1-3 epochs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import yaml
+
+from bench import losses
+from bench.runs import RUN_JSON_KEYS, ConfigError
+from bench.train import (
+    EXIT_ENV,
+    EXIT_STATUS,
+    TRAIN_DEFAULTS,
+    TrainingDiverged,
+    default_checkpoint_dir,
+    epoch_lists,
+    split_to_tensors,
+    train_run,
+)
+
+
+def _support():
+    """``tests/test_train_support.py`` loaded by path (tests/ is not a package)."""
+    import importlib.util
+
+    path = Path(__file__).with_name("test_train_support.py")
+    spec = importlib.util.spec_from_file_location("ltr_bench_test_train_support", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+make_prepared = _support().make_prepared
+
+METRICS = ["ndcg@5", "ndcg@10", "mrr", "arp", "opa"]
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory) -> Path:
+    return make_prepared(tmp_path_factory.mktemp("prep") / "toy" / "fold1")
+
+
+def _config(**train) -> dict:
+    return {
+        "model": {"type": "mlp", "hidden": [16, 8], "dropout": 0.1},
+        "train": {"epochs": 2, "batch_size": 8, "list_size": 12, "eval_batch_size": 7, **train},
+        "metrics": {"names": METRICS, "empty_query": "one", "ties": "stable"},
+        "methods": {
+            "ranknet": {"loss": "ranknet"},
+            "softmax": {"loss": "softmax"},
+            "cae": {"loss": "listnet", "model": {"type": "context_aware", "input_proj": 8, "hidden": 16}},
+        },
+    }
+
+
+def test_outputs_complete(prepared, tmp_path):
+    out = train_run(_config(), prepared, tmp_path / "run", method="ranknet", seed=0, device="cpu", quiet=True)
+    assert sorted(p.name for p in out.iterdir()) == ["curve.csv", "metrics.parquet", "run.json", "scores.npy"]
+    info = json.loads((out / "run.json").read_text())
+    assert set(RUN_JSON_KEYS) <= set(info)
+    assert info["kind"] == "neural" and info["device"] == "cpu" and len(info["protocol_hash"]) == 64
+    assert info["config"]["loss"] == "ranknet" and info["config"]["train"]["epochs"] == 2
+    assert "loss" not in info["protocol"] and info["protocol"]["seed"] == 0
+    assert info["wall_time_s"] > 0 and info["peak_memory"]["host_max_rss_bytes"] > 0
+    test_labels = np.load(prepared / "test" / "labels.npy")
+    scores = np.load(out / "scores.npy")
+    assert scores.dtype == np.float32 and scores.shape == test_labels.shape and np.isfinite(scores).all()
+    metrics = pd.read_parquet(out / "metrics.parquet")
+    assert list(metrics.columns[:5]) == ["dataset", "fold", "method", "seed", "query"]
+    assert set(METRICS) <= set(metrics.columns) and "arp:dropped" in metrics
+    assert metrics["query"].tolist() == np.load(prepared / "test" / "qids.npy").tolist()
+    curve = pd.read_csv(out / "curve.csv")
+    assert curve["epoch"].tolist() == [1, 2]
+    assert {"train_loss", "lr", "tau", "vali_ndcg@10", "vali_arp"} <= set(curve.columns)
+    assert not default_checkpoint_dir(out).exists()
+
+
+def test_protocol_excludes_the_loss(prepared, tmp_path):
+    cfg = _config()
+    a = train_run(cfg, prepared, tmp_path / "a", method="ranknet", seed=3, device="cpu", quiet=True)
+    b = train_run(cfg, prepared, tmp_path / "b", method="softmax", seed=3, device="cpu", quiet=True)
+    c = train_run(cfg, prepared, tmp_path / "c", method="cae", seed=3, device="cpu", quiet=True)
+    ha, hb, hc = (json.loads((p / "run.json").read_text())["protocol_hash"] for p in (a, b, c))
+    assert ha == hb != hc  # same protocol for two losses; a different model is a different protocol
+
+
+def test_two_cpu_runs_are_bit_identical(prepared, tmp_path):
+    cfg = _config()
+    runs = [
+        train_run(cfg, prepared, tmp_path / f"r{i}", method="cae", seed=7, device="cpu", quiet=True) for i in range(2)
+    ]
+    m0, m1 = (pd.read_parquet(r / "metrics.parquet") for r in runs)
+    pd.testing.assert_frame_equal(m0, m1, check_exact=True)
+    assert np.load(runs[0] / "scores.npy").tobytes() == np.load(runs[1] / "scores.npy").tobytes()
+    other = train_run(cfg, prepared, tmp_path / "s8", method="cae", seed=8, device="cpu", quiet=True)
+    assert np.load(other / "scores.npy").tobytes() != np.load(runs[0] / "scores.npy").tobytes()
+
+
+def _cli(prepared: Path, out: Path, cfg_path: Path, env_extra: dict | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": str(torch.get_num_threads()), **(env_extra or {})}
+    cmd = [sys.executable, "-m", "bench.cli", "train", "--prepared", str(prepared), "--out", str(out),
+           "--method", "ranknet", "--seed", "1", "--config", str(cfg_path), "--device", "cpu", "--quiet"]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_resume_after_kill_equals_uninterrupted(prepared, tmp_path):
+    """Process 1 exits hard right after epoch 1's checkpoint; process 2 resumes and must end
+    with exactly the metrics and scores of an uninterrupted process (3 epochs each)."""
+    cfg_path = tmp_path / "cfg.yaml"
+    cfg_path.write_text(yaml.safe_dump(_config(epochs=3)))
+    full = _cli(prepared, tmp_path / "full", cfg_path)
+    assert full.returncode == 0, full.stderr
+    killed = _cli(prepared, tmp_path / "resumed", cfg_path, {EXIT_ENV: "1"})
+    assert killed.returncode == EXIT_STATUS, killed.stderr
+    assert not (tmp_path / "resumed").exists()
+    ckpt = default_checkpoint_dir(tmp_path / "resumed") / "last.pt"
+    state = torch.load(ckpt, weights_only=True)
+    assert state["epoch"] == 1 and len(state["curve"]) == 1
+    resumed = _cli(prepared, tmp_path / "resumed", cfg_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resuming" in resumed.stderr
+    info = json.loads((tmp_path / "resumed" / "run.json").read_text())
+    assert info["result"]["resumed_from_epoch"] == 1
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(tmp_path / "full" / "metrics.parquet"),
+        pd.read_parquet(tmp_path / "resumed" / "metrics.parquet"),
+        check_exact=True,
+    )
+    pd.testing.assert_frame_equal(
+        pd.read_csv(tmp_path / "full" / "curve.csv").drop(columns="seconds"),
+        pd.read_csv(tmp_path / "resumed" / "curve.csv").drop(columns="seconds"),
+        check_exact=True,
+    )
+
+
+@pytest.fixture
+def user_losses(tmp_path, monkeypatch):
+    """A user module with deliberately broken losses, importable as ``bad_losses:...``."""
+    (tmp_path / "bad_losses.py").write_text(
+        textwrap.dedent(
+            '''
+            import torch
+
+            def nan_loss(scores, labels, mask):
+                """Forward value NaN."""
+                return scores.sum() * float("nan")
+
+            def nan_grad_loss(scores, labels, mask):
+                """Finite forward value (0), NaN gradient: d sqrt(|x|)/dx at x = 0."""
+                return (scores - scores.detach()).abs().sqrt().sum()
+            '''
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
+@pytest.mark.parametrize("loss, what", [("bad_losses:nan_loss", "loss"), ("bad_losses:nan_grad_loss", "gradient")])
+def test_non_finite_loss_or_gradient_stops_without_results(prepared, tmp_path, user_losses, loss, what):
+    cfg = _config()
+    cfg["methods"]["bad"] = {"loss": loss}
+    out = tmp_path / "bad_run"
+    with pytest.raises(TrainingDiverged, match=rf"non-finite {what} in epoch 1, batch 1 \(step 1\)"):
+        train_run(cfg, prepared, out, method="bad", seed=0, device="cpu", quiet=True)
+    assert not out.exists()
+
+
+def test_absurd_learning_rate_is_caught(prepared, tmp_path):
+    cfg = _config(lr=1e30, epochs=3)
+    with pytest.raises(TrainingDiverged, match="non-finite"):
+        train_run(cfg, prepared, tmp_path / "r", method="ranknet", seed=0, device="cpu", quiet=True)
+    assert not (tmp_path / "r").exists()
+
+
+def test_patience_stops_and_restores_best(prepared, tmp_path):
+    """Patience 1 stops one epoch after the best validation epoch ``b`` (or the budget ends);
+    the restored weights are epoch ``b``'s, so the test metrics equal those of a run with an
+    ``epochs: b`` budget (the first ``b`` epochs draw exactly the same random numbers).
+    With lr 0.1 on this fold validation NDCG drops after epoch 1, so the restore is exercised."""
+    stopped = train_run(_config(epochs=6, patience=1, lr=0.1), prepared, tmp_path / "a",
+                        method="ranknet", seed=0, device="cpu", quiet=True)
+    res = json.loads((stopped / "run.json").read_text())["result"]
+    b = res["best_epoch"]
+    assert res["restored_best"]
+    assert (res["stopped_early"] and res["epochs_run"] == b + 1) or (res["epochs_run"] == 6 and b == 6)
+    curve = pd.read_csv(stopped / "curve.csv")
+    assert curve["vali_ndcg@10"].iloc[b - 1] == curve["vali_ndcg@10"].max()
+    short = train_run(_config(epochs=b, lr=0.1), prepared, tmp_path / "b",
+                      method="ranknet", seed=0, device="cpu", quiet=True)
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(stopped / "metrics.parquet"), pd.read_parquet(short / "metrics.parquet"), check_exact=True
+    )
+
+
+def test_step_budget_and_lr_decay(prepared, tmp_path):
+    out = train_run(_config(epochs=None, max_steps=8, lr_step=1, lr_gamma=0.5), prepared, tmp_path / "r",
+                    method="ranknet", seed=0, device="cpu", quiet=True)
+    curve = pd.read_csv(out / "curve.csv")
+    assert curve["step"].tolist() == [6, 8]  # 48 queries / 8 per batch = 6 steps per epoch
+    assert curve["lr"].tolist() == [1e-3, 5e-4]
+
+
+def test_tau_schedule_reaches_the_loss(prepared, tmp_path, monkeypatch):
+    seen: list[float] = []
+    real_get = losses.get
+
+    def spy_get(name, **hyper):
+        fn = real_get(name, **hyper)
+
+        def wrapped(scores, labels, mask, *, tau=1.0):
+            seen.append(tau)
+            return fn(scores, labels, mask, tau=tau)
+
+        return wrapped
+
+    monkeypatch.setattr(losses, "get", spy_get)
+    cfg = _config(epochs=3, tau_schedule={"kind": "exponential", "start": 4.0, "end": 0.25})
+    cfg["methods"]["nn"] = {"loss": "neuralndcg"}
+    out = train_run(cfg, prepared, tmp_path / "r", method="nn", seed=0, device="cpu", quiet=True)
+    assert pd.read_csv(out / "curve.csv")["tau"].tolist() == [4.0, 1.0, 0.25]
+    assert sorted(set(seen)) == [0.25, 1.0, 4.0] and len(seen) == 18
+
+
+def test_test_list_size_subsamples_the_same_lists_for_every_method(prepared, tmp_path):
+    cfg = _config(test_list_size=5, epochs=1)
+    a = train_run(cfg, prepared, tmp_path / "a", method="ranknet", seed=0, device="cpu", quiet=True)
+    b = train_run(cfg, prepared, tmp_path / "b", method="softmax", seed=4, device="cpu", quiet=True)
+    sa, sb = np.load(a / "scores.npy"), np.load(b / "scores.npy")
+    lengths = np.diff(np.load(prepared / "test" / "offsets.npy"))
+    assert np.isfinite(sa).sum() == np.minimum(lengths, 5).sum()
+    assert np.array_equal(np.isnan(sa), np.isnan(sb))
+
+
+def test_epoch_lists_subsample_and_pad(prepared):
+    from bench.data import load_prepared
+
+    split = load_prepared(prepared).splits["train"]
+    data = split_to_tensors(split, torch.device("cpu"))
+    gen = torch.Generator().manual_seed(0)
+    lists, order = epoch_lists(data, 10, gen)
+    offsets = np.asarray(split.offsets)
+    lengths = np.diff(offsets)
+    rows = lists.numpy()
+    assert sorted(order.tolist()) == list(range(len(lengths)))
+    real = rows >= 0
+    assert np.array_equal(real.sum(1), np.minimum(lengths, 10))
+    assert np.all(real[:, :-1] >= real[:, 1:])  # padding only at the end
+    q = np.repeat(np.arange(len(lengths))[:, None], 10, axis=1)
+    assert np.all((rows[real] >= offsets[q[real]]) & (rows[real] < offsets[q[real] + 1]))
+    assert all(len(set(r[r >= 0])) == (r >= 0).sum() for r in rows)
+    again, _ = epoch_lists(data, 10, gen)
+    assert not torch.equal(again, lists)  # a fresh draw every epoch
+
+
+def test_checkpoint_loads_weights_only(prepared, tmp_path):
+    out = train_run(_config(epochs=1, keep_checkpoint=True), prepared, tmp_path / "r",
+                    method="ranknet", seed=0, device="cpu", quiet=True)
+    state = torch.load(default_checkpoint_dir(out) / "last.pt", weights_only=True)
+    assert {"model", "optimizer", "loss", "rng", "best", "curve", "epoch"} <= set(state)
+    assert isinstance(state["rng"]["lists"], torch.Tensor) and state["done"] is True
+
+
+@pytest.mark.parametrize(
+    "mutate, match",
+    [
+        (lambda c: c["train"].update(bach_size=3), "train.bach_size"),
+        (lambda c: c["methods"]["ranknet"].update(params={"sigmaa": 1}), "methods.ranknet.params"),
+        (lambda c: c["methods"]["ranknet"].update(loss="no_such_loss"), "methods.ranknet.loss"),
+        (lambda c: c["methods"]["ranknet"].update(train={"tau_schedule": {"kind": "constant", "value": 1}}),
+         "methods.ranknet.train.tau_schedule"),
+        (lambda c: c["methods"]["ranknet"].update(model={"hidden": 3}), "methods.ranknet.model.hidden"),
+        (lambda c: c["train"].update(early_stopping_metric="ndcg10"), "train.early_stopping_metric"),
+        (lambda c: c.update(metrics=["ndcg@10", "nope"]), r"metrics.names\[1\]"),
+    ],
+)
+def test_config_errors_name_the_key(prepared, tmp_path, mutate, match):
+    cfg = _config()
+    mutate(cfg)
+    with pytest.raises(ConfigError, match=match):
+        train_run(cfg, prepared, tmp_path / "r", method="ranknet", seed=0, device="cpu", quiet=True)
+    assert not (tmp_path / "r").exists()
+
+
+def test_cli_reports_config_errors(prepared, tmp_path):
+    from bench.cli import main
+
+    cfg_path = tmp_path / "cfg.json"
+    cfg_path.write_text(json.dumps(_config()))
+    rc = main(["train", "--prepared", str(prepared), "--out", str(tmp_path / "r"), "--method", "nope",
+               "--seed", "0", "--config", str(cfg_path), "--device", "cpu", "--quiet"])
+    assert rc == 2 and not (tmp_path / "r").exists()
+
+
+def test_schema_train_keys_match_defaults():
+    schema = Path(__file__).resolve().parents[1] / "workflows" / "schemas" / "config.schema.yaml"
+    if not schema.exists():
+        pytest.fail(f"{schema} is missing")
+    keys = set(yaml.safe_load(schema.read_text())["$defs"]["train"]["properties"])
+    assert keys == set(TRAIN_DEFAULTS)
+
+
+@pytest.mark.parametrize("name", losses.names())
+def test_every_registered_loss_trains_one_epoch(prepared, tmp_path, name):
+    cfg = _config(epochs=1)
+    cfg["methods"]["x"] = {"loss": name}
+    out = train_run(cfg, prepared, tmp_path / "r", method="x", seed=0, device="cpu", quiet=True)
+    curve = pd.read_csv(out / "curve.csv")
+    assert len(curve) == 1 and np.isfinite(curve["train_loss"]).all()
+    info = json.loads((out / "run.json").read_text())
+    if losses.has_parameters(name):
+        assert info["result"]["loss_parameters"]  # e.g. ARF's alpha is trained and recorded

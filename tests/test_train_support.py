@@ -1,0 +1,27 @@
+"""Shared fixture data for the trainer and GBDT tests (no tests here).
+
+``make_prepared`` builds a tiny synthetic fold through the real ``prepare`` path, so the
+trainer reads exactly what the workflow gives it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+TINY_OPTIONS = {
+    "n_queries": 48,
+    "vali_queries": 16,
+    "test_queries": 16,
+    "list_length": [2, 25],
+    "n_features": 8,
+    "normalize": "zscore",
+    "seed": 0,
+}
+
+
+def make_prepared(out: Path, **options) -> Path:
+    """Prepare a tiny synthetic fold into ``out`` (48/16/16 queries, 2-25 docs, 8 features)."""
+    from bench.data.prepare import prepare_fold
+
+    prepare_fold("synthetic", "fold1", out, {**TINY_OPTIONS, **options}, log=lambda *a, **k: None)
+    return out

@@ -292,6 +292,11 @@ def _arf(split: dict, o: dict, rng: np.random.Generator) -> dict:
 
 def _moments(X: np.ndarray, block: int = 1 << 16) -> dict:
     """Per-column min, max, mean, std, skewness in float64, reading X in row blocks."""
+    with np.errstate(invalid="ignore", over="ignore"):  # inf columns give inf/nan stats
+        return _moments_impl(X, block)
+
+
+def _moments_impl(X: np.ndarray, block: int) -> dict:
     n, f = X.shape
     s1, s2, s3 = np.zeros(f), np.zeros(f), np.zeros(f)
     mn, mx = np.full(f, np.inf), np.full(f, -np.inf)

@@ -1,0 +1,141 @@
+"""GBDT baselines on a tiny synthetic fold: both libraries, outputs, provenance, determinism."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bench.gbdt import gbdt_run, resolve_gbdt_config
+from bench.runs import RUN_JSON_KEYS, ConfigError
+
+METRICS = ["ndcg@10", "mrr", "arp"]
+# tiny data: the MSLR defaults (min hessian 100) would forbid every split
+SMALL = {"lightgbm": {"num_leaves": 7, "min_sum_hessian_in_leaf": 1e-3, "min_data_in_leaf": 2},
+         "xgboost": {"max_depth": 3, "min_child_weight": 1e-3}}
+METHODS = {
+    "lgb_lambdarank": ("lightgbm", "lambdarank"),
+    "lgb_xendcg": ("lightgbm", "rank_xendcg"),
+    "xgb_pairwise": ("xgboost", "rank:pairwise"),
+    "xgb_ndcg": ("xgboost", "rank:ndcg"),
+}
+
+
+def _make_prepared(out: Path) -> Path:
+    path = Path(__file__).with_name("test_train_support.py")
+    spec = importlib.util.spec_from_file_location("ltr_bench_test_train_support", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.make_prepared(out)
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory) -> Path:
+    return _make_prepared(tmp_path_factory.mktemp("prep") / "toy" / "fold1")
+
+
+def _config() -> dict:
+    return {
+        "train": {"early_stopping_metric": "ndcg@10"},
+        "metrics": {"names": METRICS},
+        "methods": {
+            name: {"gbdt": lib, "objective": obj, "params": dict(SMALL[lib]), "num_trees": 25,
+                   "early_stopping_rounds": 5}
+            for name, (lib, obj) in METHODS.items()
+        },
+    }
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+def test_each_objective_trains_and_writes_a_complete_run(prepared, tmp_path, method):
+    lib, objective = METHODS[method]
+    out = gbdt_run(_config(), prepared, tmp_path / "run", method=method, seed=0, device="cpu", quiet=True)
+    assert sorted(p.name for p in out.iterdir()) == ["curve.csv", "metrics.parquet", "run.json", "scores.npy"]
+    info = json.loads((out / "run.json").read_text())
+    assert set(RUN_JSON_KEYS) <= set(info) and info["kind"] == "gbdt" and info["device"] == "cpu"
+    params = info["library_parameters"]
+    if lib == "lightgbm":
+        model = params["model"]  # every parameter incl. defaults, from the saved model
+        assert model["objective"] == objective and "lambdarank_truncation_level" in model
+        assert float(model["min_sum_hessian_in_leaf"]) == pytest.approx(1e-3) and model["num_leaves"] == "7"
+        assert params["booster_params"]["seed"] == info["library_seed"]
+    else:
+        learner = params["model"]["learner"]
+        assert learner["objective"]["name"] == objective
+        assert learner["gradient_booster"]["tree_train_param"]["max_depth"] == "3"
+        assert "eta" in learner["gradient_booster"]["tree_train_param"]
+    scores = np.load(out / "scores.npy")
+    labels = np.load(prepared / "test" / "labels.npy")
+    assert scores.dtype == np.float32 and scores.shape == labels.shape and np.isfinite(scores).all()
+    metrics = pd.read_parquet(out / "metrics.parquet")
+    assert (metrics["method"] == method).all() and set(METRICS) <= set(metrics.columns)
+    curve = pd.read_csv(out / "curve.csv")
+    res = info["result"]
+    assert len(curve) == res["rounds_trained"] or len(curve) >= res["best_iteration"]
+    # early stopping keeps the round with the best validation metric (first one on ties)
+    best = res["best_iteration"]
+    assert curve["vali_ndcg@10"].iloc[best - 1] == curve["vali_ndcg@10"].max()
+    assert res["best_vali"] == curve["vali_ndcg@10"].iloc[best - 1]
+
+
+def test_gbdt_learns_something(prepared, tmp_path):
+    """Sanity oracle: LambdaMART beats a constant scorer (which scores by document order)."""
+    from bench.metrics import evaluate
+
+    out = gbdt_run(_config(), prepared, tmp_path / "r", method="lgb_lambdarank", seed=0, device="cpu", quiet=True)
+    labels = np.load(prepared / "test" / "labels.npy")
+    offsets = np.load(prepared / "test" / "offsets.npy")
+    const = evaluate(np.zeros_like(labels), labels, offsets, ["ndcg@10"])["ndcg@10"].mean()
+    model = pd.read_parquet(out / "metrics.parquet")["ndcg@10"].mean()
+    assert model > const + 0.05
+
+
+@pytest.mark.parametrize("method", ["lgb_lambdarank", "xgb_ndcg"])
+def test_same_seed_same_scores(prepared, tmp_path, method):
+    a = gbdt_run(_config(), prepared, tmp_path / "a", method=method, seed=2, device="cpu", quiet=True)
+    b = gbdt_run(_config(), prepared, tmp_path / "b", method=method, seed=2, device="cpu", quiet=True)
+    assert np.load(a / "scores.npy").tobytes() == np.load(b / "scores.npy").tobytes()
+
+
+def test_defaults_are_the_published_mslr_settings():
+    cfg = {"methods": {"l": {"gbdt": "lightgbm", "objective": "lambdarank"},
+                       "x": {"gbdt": "xgboost", "objective": "rank:pairwise", "params": {"eta": 0.05}}}}
+    lgb = resolve_gbdt_config(cfg, "l")
+    assert lgb["params"]["learning_rate"] == 0.1 and lgb["params"]["num_leaves"] == 255
+    assert lgb["params"]["min_sum_hessian_in_leaf"] == 100 and lgb["num_trees"] == 500
+    xgb = resolve_gbdt_config(cfg, "x")
+    assert xgb["params"]["eta"] == 0.05 and xgb["params"]["max_depth"] == 8
+    assert xgb["params"]["min_child_weight"] == 100
+
+
+@pytest.mark.parametrize(
+    "entry, match",
+    [
+        ({"gbdt": "catboost", "objective": "x"}, r"methods.m.gbdt"),
+        ({"gbdt": "lightgbm", "objective": "rank:ndcg"}, r"methods.m.objective"),
+        ({"gbdt": "lightgbm", "objective": "lambdarank", "params": {"n_estimators": 9}}, r"methods.m.params.n_estimators"),
+        ({"gbdt": "xgboost", "objective": "rank:ndcg", "num_trees": 0}, r"methods.m.num_trees"),
+        ({"gbdt": "xgboost", "objective": "rank:ndcg", "trees": 5}, r"methods.m.trees"),
+        ({"loss": "ranknet"}, r"methods.m: not a GBDT method"),
+    ],
+)
+def test_config_errors_name_the_key(entry, match):
+    with pytest.raises(ConfigError, match=match):
+        resolve_gbdt_config({"methods": {"m": entry}}, "m")
+
+
+def test_cli_gbdt(prepared, tmp_path):
+    from bench.cli import main
+
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps(_config()))
+    rc = main(["gbdt", "--prepared", str(prepared), "--out", str(tmp_path / "r"), "--method", "xgb_pairwise",
+               "--seed", "0", "--config", str(cfg), "--device", "auto", "--quiet"])
+    assert rc == 0 and (tmp_path / "r" / "run.json").exists()
+    rc = main(["gbdt", "--prepared", str(tmp_path / "missing"), "--out", str(tmp_path / "r2"), "--method",
+               "xgb_pairwise", "--seed", "0", "--config", str(cfg)])
+    assert rc == 2 and not (tmp_path / "r2").exists()

@@ -108,7 +108,6 @@ def make_mslr_like_file(path: Path, target_mb: float, seed: int = 0) -> int:
     bytes_per_row = 1100
     n_rows = int(target_mb * 1e6 / bytes_per_row)
     block = 20_000
-    out_parts = []
     written = 0
     qid = 1
     with open(path, "wb") as fh:
@@ -128,7 +127,6 @@ def make_mslr_like_file(path: Path, target_mb: float, seed: int = 0) -> int:
             used = _write_rows(labels, qids.astype(np.int64), micro, decimals, buf)
             fh.write(buf[:used].tobytes())
             written += n
-    del out_parts
     return n_rows
 
 
@@ -170,16 +168,14 @@ def main() -> None:
         del Xs, ys, qs
 
         # prepared cache: first prepare parses, the second only validates and maps
-        for split in ("vali", "test"):
-            (work / split).mkdir(exist_ok=True)
-        raw = work / "raw"
         files = {"train": path, "vali": path, "test": path}
         out = work / "prepared"
         t0 = time.perf_counter()
-        prepare_fold("bench-file", "Fold1", out, options={}, files=files)
+        prepare_fold("bench-file", "Fold1", out, options={}, files=files, log=lambda m: None)
         t_first = time.perf_counter() - t0
         t0 = time.perf_counter()
-        fold = prepare_fold("bench-file", "Fold1", out, options={}, files=files)
+        fold = prepare_fold("bench-file", "Fold1", out, options={}, files=files,
+                            log=lambda m: None)
         touched = sum(float(s.features[:: max(1, s.features.shape[0] // 1000)].sum())
                       for s in fold.splits.values())
         t_reuse = time.perf_counter() - t0
@@ -188,7 +184,8 @@ def main() -> None:
               f"{t_reuse * 1e3:.1f} ms; reuse vs parsing the 3 splits: {t_parse3 / t_reuse:.0f}x "
               f"(checksum {touched:.3g})")
         t0 = time.perf_counter()
-        fold = prepare_fold("bench-file", "Fold1", out, options={}, files=files)
+        fold = prepare_fold("bench-file", "Fold1", out, options={}, files=files,
+                            log=lambda m: None)
         full = sum(float(np.asarray(s.features).sum()) for s in fold.splits.values())
         t_full = time.perf_counter() - t0
         print(f"cache reuse + reading every feature byte: {t_full:.2f}s; vs parsing: "
@@ -197,7 +194,6 @@ def main() -> None:
                           "sklearn_mb_s": round(mb / t_sk, 1), "ratio": round(t_sk / t_ours, 1),
                           "cache_reuse_ratio": round(t_parse3 / t_reuse),
                           "identical": bool(identical)}))
-        del raw
 
 
 if __name__ == "__main__":

@@ -1,8 +1,25 @@
-# ltr-bench: the whole study as one DAG. Rules live in workflows/, one file per stage.
+# ltr-bench: the whole study as one DAG. Rules live in workflows/, one file per stage:
+# data -> train / gbdt -> evaluate -> stats -> tables; figures, perf, compare (+ freeze), report.
+# The embedded default profile is config/default.yaml; `--configfile config/paper.yaml` is
+# merged over it (see workflows/README-sections.md).
 configfile: "config/default.yaml"
+
+
+include: "workflows/common.smk"
+include: "workflows/data.smk"
+include: "workflows/train.smk"
+include: "workflows/gbdt.smk"
+include: "workflows/evaluate.smk"
+include: "workflows/stats.smk"
+include: "workflows/tables.smk"
+include: "workflows/figures.smk"
+include: "workflows/perf.smk"
+include: "workflows/compare.smk"
+include: "workflows/report.smk"
 
 
 rule all:
     input:
-        [],
+        report_inputs(),
+        "reports/report.html",
     default_target: True

@@ -192,6 +192,10 @@ def check_references(config: dict[str, Any]) -> None:
     datasets, protocols, methods = config["datasets"], config["protocols"], config["methods"]
     for name, proto in protocols.items():
         check_model(proto["model"], f"protocols.{name}.model")
+        for ds, extra in proto.get("overrides", {}).items():
+            if ds not in datasets and ds not in {d["source"] for d in datasets.values()}:
+                raise ConfigError(f"config key 'protocols.{name}.overrides.{ds}': not a dataset name or source")
+            check_model(merged_model(proto["model"], extra.get("model")), f"protocols.{name}.overrides.{ds}.model")
         for method, spec in methods.items():
             if "model" in spec:
                 check_model(merged_model(proto["model"], spec["model"]), f"methods.{method}.model")
@@ -358,12 +362,22 @@ def experiment_protocol(config: dict[str, Any], experiment: str) -> str:
     return experiment
 
 
-def run_config(config: dict[str, Any], experiment: str, method: str) -> dict[str, Any]:
+def protocol_for_dataset(config: dict[str, Any], protocol: str, dataset: str) -> tuple[dict, dict]:
+    """The protocol's ``(model, train)`` with its override for ``dataset`` (by name, else source)."""
+    proto = config["protocols"][protocol]
+    model, train = copy.deepcopy(proto["model"]), copy.deepcopy(proto["train"])
+    overrides = proto.get("overrides", {})
+    source = config["datasets"][dataset]["source"] if dataset in config["datasets"] else None
+    extra = overrides.get(dataset, overrides.get(source, {}))
+    return merged_model(model, extra.get("model")), {**train, **extra.get("train", {})}
+
+
+def run_config(config: dict[str, Any], experiment: str, dataset: str, method: str) -> dict[str, Any]:
     """The self-contained config one run reads (``ltr-bench train|gbdt --config``).
 
-    Top level: the protocol's ``model`` and ``train`` (shared defaults the trainer merges
-    with the method's own ``model``/``train`` overrides), the metric conventions, and a
-    one-entry ``methods`` mapping; display-only keys (``label``) are dropped.
+    Top level: the protocol's ``model`` and ``train`` for this dataset (shared defaults the
+    trainer merges with the method's own ``model``/``train`` overrides), the metric
+    conventions, and a one-entry ``methods`` mapping; display-only keys (``label``) are dropped.
     """
     protocol_name = experiment_protocol(config, experiment)
     protocol = config["protocols"][protocol_name]
@@ -371,11 +385,13 @@ def run_config(config: dict[str, Any], experiment: str, method: str) -> dict[str
     metrics = dict(config["evaluation"])
     if "metrics" in protocol:
         metrics["names"] = list(protocol["metrics"])
+    model, train = protocol_for_dataset(config, protocol_name, dataset)
     return {
         "experiment": experiment,
         "protocol_name": protocol_name,
-        "model": copy.deepcopy(protocol["model"]),
-        "train": copy.deepcopy(protocol["train"]),
+        "dataset": dataset,
+        "model": model,
+        "train": train,
         "metrics": metrics,
         "methods": {method: spec},
     }
@@ -412,10 +428,11 @@ def study_protocol(config: dict[str, Any], protocol: str, dataset: str) -> dict[
     """
     ds = config["datasets"][dataset]
     proto = config["protocols"][protocol]
+    model, train = protocol_for_dataset(config, protocol, dataset)
     return {
         "dataset": {"name": dataset, "source": ds["source"], "folds": list(ds["folds"]), "options": ds["options"]},
-        "model": proto["model"],
-        "train": proto["train"],
+        "model": model,
+        "train": train,
         "seeds": list(proto["seeds"]),
         "evaluation": dict(config["evaluation"]),
         "metrics": list(config["freeze"]["metrics"]),

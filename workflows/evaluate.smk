@@ -1,0 +1,19 @@
+# Per-query evaluation of a table's (or figure's, or the freeze/compare) runs on one fold.
+
+
+rule evaluate:
+    input:
+        prepared=PREPARED,
+        scores=evaluated_scores,
+    output:
+        EVALUATED,
+    params:
+        runs=lambda w: json.dumps(evaluated_runs(w)),
+        args=lambda w: evaluate_params(w),
+    log:
+        "results/logs/evaluated/{name}/{dataset}/{fold}.log",
+    conda:
+        "../environment.yml"
+    shell:
+        "ltr-bench evaluate --prepared {input.prepared} --dataset {wildcards.dataset} --fold {wildcards.fold} "
+        "--runs {params.runs:q} {params.args} --out {output} > {log} 2>&1"

@@ -1,0 +1,44 @@
+# Figures: PNG + PDF each. One named rule per figure, e.g. `snakemake --cores 8 scaling_figure`.
+
+
+rule figure:
+    input:
+        figure_inputs,
+    output:
+        png=report("reports/figures/{figure}.png", caption="report/{figure}.rst", category="Figures"),
+        pdf="reports/figures/{figure}.pdf",
+    params:
+        spec=figure_spec_json,
+        inputs=figure_input_args,
+    log:
+        "results/logs/figures/{figure}.log",
+    conda:
+        "../environment.yml"
+    shell:
+        "MPLBACKEND=Agg ltr-bench figure {wildcards.figure} --spec {params.spec:q} {params.inputs} "
+        "--png {output.png} --pdf {output.pdf} > {log} 2>&1"
+
+
+rule scaling_figure:
+    input:
+        lambda w: figure_outputs("scaling_figure"),
+
+
+rule temperature_figure:
+    input:
+        lambda w: figure_outputs("temperature_figure"),
+
+
+rule listsize_figure:
+    input:
+        lambda w: figure_outputs("listsize_figure"),
+
+
+rule recall_heatmap:
+    input:
+        lambda w: figure_outputs("recall_heatmap"),
+
+
+rule neuralndcg_curves:
+    input:
+        lambda w: figure_outputs("neuralndcg_curves"),

@@ -1,0 +1,23 @@
+# Timing harness for the scaling figure (PiRank Fig. 7): `ltr-bench perf scaling` writes a CSV
+# with columns loss, variant, L, seconds, peak_mb.
+
+
+rule perf_scaling:
+    output:
+        csv="results/perf/scaling.csv",
+        md="reports/perf/scaling.md",
+    params:
+        args=perf_args(),
+        device=config["device"],
+    log:
+        "results/logs/perf/scaling.log",
+    benchmark:
+        "results/benchmarks/perf/scaling.tsv"
+    threads: config["threads"]
+    resources:
+        gpu=GPU,
+    conda:
+        "../environment.yml"
+    shell:
+        "OMP_NUM_THREADS={threads} ltr-bench perf scaling {params.args} --device {params.device} "
+        "--csv {output.csv} --out {output.md} > {log} 2>&1"

@@ -1,0 +1,17 @@
+# Paired significance tests: one statistics table per paper table.
+
+
+rule stats:
+    input:
+        lambda w: evaluated_files(w.table, bc.table_datasets(config, w.table)),
+    output:
+        STATS,
+    params:
+        metrics=lambda w: " ".join(config["tables"][w.table]["metrics"]),
+        args=stats_params(),
+    log:
+        "results/logs/stats/{table}.log",
+    conda:
+        "../environment.yml"
+    shell:
+        "ltr-bench stats --inputs {input} --metrics {params.metrics} {params.args} --out {output} > {log} 2>&1"

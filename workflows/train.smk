@@ -1,0 +1,48 @@
+# Neural training: one job per (experiment, dataset, fold, method, seed); runs shared by
+# several tables of the same experiment protocol are trained once.
+
+
+localrules:
+    run_config,
+
+
+rule run_config:
+    output:
+        RUN_CONFIG,
+    params:
+        text=run_config_json,
+    log:
+        "results/logs/configs/{experiment}/{dataset}/{method}.log",
+    run:
+        write_text(output[0], params.text)
+
+
+rule train:
+    input:
+        prepared=PREPARED,
+        config=RUN_CONFIG,
+        checked=lambda w: [f"results/compare/{w.dataset}/frozen.ok"] if w.experiment == "compare" else [],
+    output:
+        scores=f"{RUN}/scores.npy",
+        run_json=f"{RUN}/run.json",
+        curve=f"{RUN}/curve.csv",
+        metrics=f"{RUN}/metrics.parquet",
+    params:
+        run_dir=lambda w, output: os.path.dirname(output.scores),
+        device=config["device"],
+    wildcard_constraints:
+        method=NEURAL_METHODS,
+    log:
+        "results/logs/runs/{experiment}/{dataset}/{fold}/{method}/seed{seed}.log",
+    benchmark:
+        "results/benchmarks/runs/{experiment}/{dataset}/{fold}/{method}/seed{seed}.tsv"
+    threads: config["threads"]
+    resources:
+        gpu=GPU,
+    conda:
+        "../environment.yml"
+    shell:
+        # the repository root on PYTHONPATH: user losses are `package.module:function`
+        'export PYTHONPATH="$PWD${{PYTHONPATH:+:$PYTHONPATH}}" OMP_NUM_THREADS={threads}; '
+        "ltr-bench train --prepared {input.prepared} --out {params.run_dir} --method {wildcards.method} "
+        "--seed {wildcards.seed} --config {input.config} --device {params.device} --quiet > {log} 2>&1"

@@ -257,7 +257,9 @@ def _validate(scores, labels, query_offsets):
     bad = np.flatnonzero(np.isnan(scores))
     if bad.size:
         q = int(np.searchsorted(offsets, bad[0], side="right") - 1)
-        raise ValueError(f"scores contain NaN ({bad.size} values; first at row {bad[0]}, query {q})")
+        raise ValueError(
+            f"scores contain NaN ({bad.size} values; first at row {bad[0]}, query {q})"
+        )
     bad = np.flatnonzero(~np.isfinite(labels) | (labels < 0))
     if bad.size:
         raise ValueError(

@@ -235,7 +235,8 @@ def test_map_precision_ndcg_hand():
 
 
 def test_empty_query_conventions():
-    scores, labels, offsets = np.array([1.0, 2, 3, 4]), np.array([0.0, 0, 1, 0]), np.array([0, 2, 4])
+    scores, labels = np.array([1.0, 2, 3, 4]), np.array([0.0, 0, 1, 0])
+    offsets = np.array([0, 2, 4])
     for conv, value, drop in [("one", 1.0, False), ("zero", 0.0, False), ("drop", 0.0, True)]:
         df = evaluate(scores, labels, offsets, ["ndcg@5", "map", "mrr"], empty_query=conv)
         assert df["ndcg@5"][0] == value and df["ndcg@5:dropped"][0] == drop

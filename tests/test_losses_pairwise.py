@@ -305,3 +305,16 @@ def test_rmse_hand_computation_and_zero_error_gradient():
     value = rmse(exact, t([[2.0, 2.0]]), full(2))
     value.backward()
     assert value.item() == 0.0 and torch.equal(exact.grad, torch.zeros(1, 2, dtype=F64))
+
+
+@pytest.mark.parametrize("fn", [ranknet, lambdaloss, lambda_recall, lambda_opa, approxndcg, listnet, softmax, listmle, rmse])
+def test_inputs_are_validated(fn):
+    s, y, m = t([[0.0, 1.0, 2.0]]), t([[1.0, 0.0, 2.0]]), full(3)
+    with pytest.raises(ValueError, match="same \\[B, L\\] shape"):
+        fn(s, y[:, :2], m)
+    with pytest.raises(ValueError, match="mask must be a bool tensor"):
+        fn(s, y, m.to(F64))
+    with pytest.raises(ValueError, match="scores must be floating point"):
+        fn(s.long(), y, m)
+    # integer labels are accepted and cast to the scores' dtype
+    assert fn(s, y.long(), m).dtype == F64

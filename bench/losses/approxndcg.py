@@ -6,7 +6,7 @@ import torch
 from torch import Tensor
 
 from bench.losses._common import gain, masked_mean_over_lists, max_dcg, n_real
-from bench.losses.pairwise import check_positive, masked_scores
+from bench.losses.pairwise import check_inputs, check_positive, masked_scores
 
 
 class _ApproxRanks(torch.autograd.Function):
@@ -66,12 +66,13 @@ def approxndcg(scores: Tensor, labels: Tensor, mask: Tensor, *, alpha: float = 1
     >>> round(approxndcg(s, y, m, alpha=1e3).item(), 4)  # relevant item at rank 2: -1/log2(3)
     -0.6309
     """
+    labels = check_inputs(scores, labels, mask)
     check_positive(alpha, "alpha")
     s = masked_scores(scores, mask)
     ranks = approx_ranks(scores, mask, alpha)
     zero = torch.zeros((), dtype=s.dtype, device=s.device)
-    g = torch.where(mask, gain(labels).to(s.dtype), zero)
-    ideal = max_dcg(labels.to(s.dtype), mask)
+    g = torch.where(mask, gain(labels), zero)
+    ideal = max_dcg(labels, mask)
     contributes = (n_real(mask) >= 2) & (ideal > 0)
     dcg = (g / torch.log2(1.0 + ranks)).sum(dim=-1)
     per_list = -dcg / torch.where(ideal > 0, ideal, 1.0)

@@ -16,6 +16,7 @@ from torch import Tensor
 from bench.losses._common import gain, masked_mean_over_lists, max_dcg, n_real
 from bench.losses.pairwise import (
     LN2,
+    check_inputs,
     check_k,
     check_positive,
     logistic_pair_sum,
@@ -134,6 +135,7 @@ def lambdaloss(
     """
     if scheme not in SCHEMES:
         raise ValueError(f"unknown LambdaLoss scheme {scheme!r}; known schemes: {', '.join(SCHEMES)}")
+    labels = check_inputs(scores, labels, mask)
     check_k(k)
     check_positive(sigma, "sigma")
     s, mask_s, labels_s = sort_by_prediction(scores, mask, labels)
@@ -184,6 +186,7 @@ def lambda_recall(
     >>> bool(torch.isclose(lambda_recall(s, y, msk, k=1, m=2), v))
     True
     """
+    labels = check_inputs(scores, labels, mask)
     check_k(k)
     check_k(m, "m")
     check_positive(sigma, "sigma")
@@ -211,6 +214,7 @@ def lambda_opa(scores: Tensor, labels: Tensor, mask: Tensor, *, sigma: float = 1
     >>> bool(torch.isclose(lambda_opa(s, y, msk), v))
     True
     """
+    labels = check_inputs(scores, labels, mask)
     check_positive(sigma, "sigma")
     s = masked_scores(scores, mask)
     pairs = pair_mask(labels, mask)

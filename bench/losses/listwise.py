@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from bench.losses._common import masked_mean_over_lists, n_real
-from bench.losses.pairwise import check_positive, masked_scores
+from bench.losses.pairwise import check_inputs, check_positive, masked_scores
 
 
 def masked_log_softmax(x: Tensor, mask: Tensor) -> Tensor:
@@ -43,8 +43,9 @@ def listnet(scores: Tensor, labels: Tensor, mask: Tensor) -> Tensor:
     >>> round(listnet(s, y, m).item(), 4)  # uniform predictions: log 2
     0.6931
     """
+    labels = check_inputs(scores, labels, mask)
     s = masked_scores(scores, mask)
-    target = masked_log_softmax(labels.to(s.dtype), mask).exp() * mask.to(s.dtype)
+    target = masked_log_softmax(labels, mask).exp() * mask.to(s.dtype)
     per_list = -(target * masked_log_softmax(s, mask)).sum(dim=-1)
     return masked_mean_over_lists(per_list, n_real(mask) >= 2, s)
 
@@ -62,8 +63,9 @@ def softmax(scores: Tensor, labels: Tensor, mask: Tensor) -> Tensor:
     >>> bool(torch.isclose(softmax(s, y, m), v[0]))
     True
     """
+    labels = check_inputs(scores, labels, mask)
     s = masked_scores(scores, mask)
-    y = masked_scores(labels.to(s.dtype), mask)
+    y = masked_scores(labels, mask)
     total = y.sum(dim=-1)
     contributes = (n_real(mask) >= 2) & (total > 0)
     target = y / torch.where(total > 0, total, 1.0).unsqueeze(-1)
@@ -102,13 +104,14 @@ def listmle(scores: Tensor, labels: Tensor, mask: Tensor, *, generator: torch.Ge
     >>> round(listmle(s, y, m).item(), 4)  # log(e^0 + e^0) - 0 + (0 - 0)
     0.6931
     """
+    labels = check_inputs(scores, labels, mask)
     s = masked_scores(scores, mask)
     noise = _tie_break_noise(mask, s.dtype, generator)
     by_noise = torch.argsort(noise, dim=-1)
     # Padding first (+inf key), then labels descending; the stable sort keeps the random
     # noise order inside label ties. Padding first means the suffix sums below only ever
     # cover real items, so no -inf enters logcumsumexp.
-    key = torch.where(mask, labels.to(s.dtype), torch.full((), float("inf"), dtype=s.dtype, device=s.device))
+    key = torch.where(mask, labels, torch.full((), float("inf"), dtype=s.dtype, device=s.device))
     within = torch.sort(torch.gather(key, -1, by_noise), dim=-1, descending=True, stable=True).indices
     order = torch.gather(by_noise, -1, within)
     s_o = torch.gather(s, -1, order)
@@ -132,10 +135,11 @@ def rmse(scores: Tensor, labels: Tensor, mask: Tensor, *, n_levels: float = 4.0)
     >>> round(rmse(s, y, m).item(), 4)  # predictions 2, 2: sqrt((0 + 4) / 2)
     1.4142
     """
+    labels = check_inputs(scores, labels, mask)
     check_positive(n_levels, "n_levels")
     s = masked_scores(scores, mask)
     zero = torch.zeros((), dtype=s.dtype, device=s.device)
-    err = torch.where(mask, torch.sigmoid(s) * n_levels - labels.to(s.dtype), zero)
+    err = torch.where(mask, torch.sigmoid(s) * n_levels - labels, zero)
     n = n_real(mask).to(s.dtype)
     mse = (err * err).sum(dim=-1) / n.clamp(min=1.0)
     positive = mse > 0

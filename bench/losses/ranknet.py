@@ -7,6 +7,7 @@ from torch import Tensor
 
 from bench.losses._common import masked_mean_over_lists
 from bench.losses.pairwise import (
+    check_inputs,
     check_k,
     check_positive,
     logistic_pair_sum,
@@ -39,6 +40,7 @@ def ranknet(scores: Tensor, labels: Tensor, mask: Tensor, *, sigma: float = 1.0,
     >>> round(ranknet(s, y, m, k=1).item(), 4)  # item 2 is ranked first: only pair (0, 2) kept
     1.3133
     """
+    labels = check_inputs(scores, labels, mask)
     check_k(k)
     check_positive(sigma, "sigma")
     if k is None:

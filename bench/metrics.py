@@ -301,7 +301,9 @@ def _order_within_queries(key_desc, qidx, start, pos, n_queries, max_len) -> np.
         return np.zeros(0, dtype=np.int64)
     pos_bits = int(max_len - 1).bit_length()
     q_bits = int(n_queries - 1).bit_length()
-    if q_bits + 32 + pos_bits <= 64 and np.array_equal(key_desc.astype(np.float32), key_desc):
+    with np.errstate(over="ignore"):  # values beyond float32 become inf and fail the test
+        exact32 = np.array_equal(key_desc.astype(np.float32), key_desc)
+    if q_bits + 32 + pos_bits <= 64 and exact32:
         packed = (_descending_key32(key_desc) << np.uint64(pos_bits)) | pos.astype(np.uint64)
         if q_bits:
             packed |= qidx.astype(np.uint64) << np.uint64(32 + pos_bits)
@@ -532,6 +534,9 @@ def _safe_div(num: np.ndarray, den: np.ndarray) -> np.ndarray:
 
 
 def _ndcg(r: _Ranking, spec: MetricSpec, empty_query: str):
+    if r.n and r.y.max() >= 1000:
+        raise ValueError(f"labels up to {r.y.max()!r}: the gain 2^y - 1 of {spec.name} "
+                         "overflows; rescale the labels (graded labels are small integers)")
     dcg = r.top_sum(r.gain_expected, spec.k, discounted=True)
     ideal = r.top_sum(r.gain_ideal, spec.k, discounted=True)
     return _empty(ideal <= 0, _safe_div(dcg, ideal), empty_query)

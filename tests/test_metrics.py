@@ -163,6 +163,8 @@ def test_bad_inputs_raise_clear_errors():
         evaluate(np.zeros(2), np.zeros(2), np.array([0, 2]), ["mrr", "mrr"])
     with pytest.raises(ValueError, match="ties="):
         evaluate(np.zeros(2), np.zeros(2), np.array([0, 2]), ["mrr"], ties="random")
+    with pytest.raises(ValueError, match="overflows"):
+        evaluate(np.zeros(2), np.array([0.0, 2000.0]), np.array([0, 2]), ["ndcg@1"])
     with pytest.raises(ValueError, match="query_ids"):
         evaluate(np.zeros(2), np.zeros(2), np.array([0, 2]), ["mrr"], query_ids=np.array([1, 2]))
 
@@ -323,7 +325,7 @@ def test_packed_sort_equals_generic_sort(rng, monkeypatch):
     scores = np.round(scores, 1).astype(np.float32).astype(np.float64)
     scores[:40] = rng.choice([0.0, -0.0, np.inf, -np.inf, 1e-30, -1e-30], size=40)
     fast = evaluate(scores, labels, offsets, ALL)
-    monkeypatch.setattr(np, "array_equal", lambda a, b: False)  # force the generic path
+    monkeypatch.setattr(np, "array_equal", lambda a, b: False)  # force the generic sort
     generic = evaluate(scores, labels, offsets, ALL)
     monkeypatch.undo()
     pd.testing.assert_frame_equal(fast, generic, atol=0, rtol=0)

@@ -69,7 +69,7 @@ class _Handler(BaseHTTPRequestHandler):
 def server():
     srv = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     srv.files, srv.cut_after, srv.requests, srv.ignore_range = {}, {}, [], False
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     srv.url = f"http://127.0.0.1:{srv.server_address[1]}"
     yield srv

@@ -55,14 +55,6 @@ class ManualDownloadRequired(DownloadError):
     """A manual-only archive is missing; the message names the file, place and source."""
 
 
-def _sha256_of(path: Path, h=None):
-    h = h or hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(_CHUNK), b""):
-            h.update(block)
-    return h
-
-
 def _move_aside(path: Path) -> Path:
     bad = path.with_name(path.name.removesuffix(".part") + ".corrupt")
     os.replace(path, bad)

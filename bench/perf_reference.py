@@ -181,8 +181,8 @@ def lambdaloss(s: Tensor, y: Tensor, *, sigma: float = 1.0) -> Tensor:
     for b, (i, j) in enumerate(pair_index_lists(y)):
         r = _ranks(s[b])
         g = gain(y[b]) / ideal[b]
-        dist = (r[i] - r[j]).abs()
-        delta = (1.0 / torch.log2(1.0 + dist) - 1.0 / torch.log2(2.0 + dist)).abs()
+        dist = (r[i] - r[j]).abs().double()  # float64: the difference cancels in float32
+        delta = (1.0 / torch.log2(1.0 + dist) - 1.0 / torch.log2(2.0 + dist)).abs().to(s.dtype)
         w = delta * (g[i] - g[j]).abs()
         per_list.append((w * F.softplus(-sigma * (s[b, i] - s[b, j]))).sum() / math.log(2.0))
     return torch.stack(per_list).mean()

@@ -47,6 +47,12 @@ def rank_weights(scheme: str, length: int, k: int | None, mu: float, like: Tenso
     >>> [round(v, 4) for v in w[0].tolist()]  # 0, 1 - 1/log2(3), 1/log2(3) - 1/2
     [0.0, 0.3691, 0.1309]
     """
+    # Built in float64 and cast: 1/D(d) - 1/D(d + 1) cancels badly in float32 for large d.
+    # The table is [L, L], shared by the batch, so the extra precision costs nothing per list.
+    return _rank_weights(scheme, length, k, mu, torch.zeros((), dtype=torch.float64, device=like.device)).to(like.dtype)
+
+
+def _rank_weights(scheme: str, length: int, k: int | None, mu: float, like: Tensor) -> Tensor:
     slots = torch.arange(length, dtype=like.dtype, device=like.device)
     ranks = slots + 1.0
     if scheme == "ranknet":
@@ -66,7 +72,7 @@ def rank_weights(scheme: str, length: int, k: int | None, mu: float, like: Tenso
             delta = delta * torch.where(r_max > k, boost, torch.ones((), dtype=like.dtype, device=like.device))
         if scheme == "ndcg_loss2":
             return delta
-        return mu * delta + rank_weights("lambdarank", length, k, mu, like)
+        return mu * delta + _rank_weights("lambdarank", length, k, mu, like)
     if scheme == "lambdarank":
         inv = _inv_discount(ranks)
         if k is not None:

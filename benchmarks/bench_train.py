@@ -66,7 +66,7 @@ def bench_loss(name: str, params: dict, train, steps: int, batch: int, list_size
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), math.inf)
         opt.step()
-        float(loss)
+        float(loss.detach())
         t2 = time.perf_counter()
         if b >= 3:
             t_data += t1 - t0

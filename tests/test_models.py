@@ -116,3 +116,19 @@ def test_output_tanh_bounds_scores():
 def test_bad_config_names_the_key(cfg, match):
     with pytest.raises(ValueError, match=match):
         resolve_model_config(cfg)
+
+
+def test_context_aware_inference_path_matches_training_path():
+    """Under no_grad in eval mode torch may take its fused encoder kernel: scores of real
+    items still ignore padding and agree with the autograd path within float32 rounding."""
+    torch.manual_seed(5)
+    model = ContextAwareRanker(5, input_proj=8, hidden=16, blocks=2, heads=2, dropout=0.0).eval()
+    x = torch.randn(2, 4, 5)
+    mask = torch.tensor([[True] * 4, [True, True, False, False]])
+    xp = _pad(x, 6, 123.0)
+    mp = torch.cat([mask, torch.zeros(2, 6, dtype=torch.bool)], dim=1)
+    with torch.no_grad():
+        fast = model(xp, mp)
+    slow = model(x, mask).detach()
+    torch.testing.assert_close(fast[:, :4][mask], slow[mask], rtol=0, atol=1e-6)
+    assert torch.all(fast[~mp] == 0)

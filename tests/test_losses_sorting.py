@@ -20,7 +20,7 @@ from bench.losses.neuralsort import abs_diff_row_sums, neuralsort, neuralsort_lo
 from bench.losses.neuralsort_ce import neuralsort_ce, sort_target
 from bench.losses.pirank import pirank_arp, pirank_ndcg, pirank_topk
 from bench.losses.sinkhorn import sinkhorn, sinkhorn_bilinear, sinkhorn_iterations
-from bench.losses.sinkprop import sinkprop
+from bench.losses.sinkprop import sinkprop, sinkprop_matrix
 from bench.metrics import evaluate
 
 F64 = torch.float64
@@ -308,6 +308,10 @@ def test_sinkprop_matches_dense_incomplete_sinkhorn():
     ideal = (torch.sort(g, descending=True).values * d).sum()
     expect = -(g[:, None] * mat * d[None, :]).sum() / ideal
     assert sinkprop(s, y, m, sigma=sig, eps=eps).item() == pytest.approx(expect.item(), rel=1e-12)
+    # many iterations: the SinkProp matrix becomes doubly stochastic (within the 1e-9 tol)
+    d = sinkhorn(sinkprop_matrix(s, m, sig, eps), m, m, max_iter=2000, tol=1e-9)
+    assert torch.allclose(d.sum(1), torch.ones(1, 7, dtype=F64), atol=1e-9)
+    assert torch.allclose(d.sum(2), torch.ones(1, 7, dtype=F64), atol=1e-9)
 
 
 # ---------------------------------------------------------------- ARF, NeuralSort CE
@@ -382,11 +386,15 @@ def test_padding_invariance(name):
 
 @pytest.mark.parametrize("name", LOSSES)
 def test_batch_equals_mean_of_single_lists(name):
-    lengths = [9, 6, 4, 1]
+    lengths = [9, 6, 4, 1, 0]
     s, y, m = batch(lengths, 9, seed=19)
     singles = [LOSSES[name](s[i : i + 1, :n], y[i : i + 1, :n], m[i : i + 1, :n]).item()
-               for i, n in enumerate(lengths[:3])]  # the 1-item list contributes nothing
+               for i, n in enumerate(lengths[:3])]  # the 1- and 0-item lists contribute nothing
     assert LOSSES[name](s, y, m).item() == pytest.approx(float(np.mean(singles)), rel=1e-9)
+    x = s[3:].clone().requires_grad_(True)
+    v = LOSSES[name](x, y[3:], m[3:])
+    v.backward()
+    assert v.item() == 0.0 and torch.all(x.grad == 0)
 
 
 @pytest.mark.parametrize("name", LOSSES)

@@ -191,6 +191,10 @@ def build_table(stats: pd.DataFrame, spec: dict[str, Any], paper: pd.DataFrame |
         paper = None
     several = len(spec.get("seeds", [0])) > 1
     methods = spec["methods"]
+    sizes = spec.get("list_sizes") or []
+    if spec.get("layout", "methods") == "methods" and len(sizes) > 1:
+        raise ValueError(f"table {spec['name']}: the methods layout takes at most one test list size, got {sizes}")
+    l_test = sizes[0] if sizes else None
     mlabel = _labels(methods)
     blocks: list[Block] = []
     any_paper = False
@@ -204,9 +208,12 @@ def build_table(stats: pd.DataFrame, spec: dict[str, Any], paper: pd.DataFrame |
         if spec.get("layout", "methods") == "listsize":
             blocks.extend(_listsize_blocks(index, spec, ds, title, paper if with_paper else None, several))
             continue
-        n_q = [int(index[k]["n_queries"]) for k in index if k[0] == ds["name"]]
+        key = dataset_key(ds["name"], l_test)
+        n_q = [int(index[k]["n_queries"]) for k in index if k[0] == key]
         if n_q:
             title += f"; {max(n_q)} test queries"
+        if l_test:
+            title += f"; test lists cut to L_test = {l_test}"
         header = ["Method"]
         for metric in spec["metrics"]:
             header.append(metric_label(metric))
@@ -216,7 +223,7 @@ def build_table(stats: pd.DataFrame, spec: dict[str, Any], paper: pd.DataFrame |
         for m in methods:
             row = [Cell(mlabel[m["name"]])]
             for metric in spec["metrics"]:
-                rec = index.get((ds["name"], metric, m["name"]))
+                rec = index.get((key, metric, m["name"]))
                 row.append(_stat_cell(rec, metric, several))
                 if with_paper:
                     row.append(_paper_cell(paper, rec, role, None, m["name"], metric))

@@ -1,0 +1,1 @@
+"""Worked examples: a user-defined loss benchmarked against the frozen baselines."""

@@ -1,0 +1,166 @@
+"""Study configuration: schema defaults, errors that name the key, profile layering."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bench import config as bc
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def default_raw() -> dict:
+    return bc.read_yaml(ROOT / "config" / "default.yaml")
+
+
+def _error(raw: dict) -> str:
+    with pytest.raises(bc.ConfigError) as info:
+        bc.validate_config(copy.deepcopy(raw))
+    return str(info.value)
+
+
+def test_profiles_validate_and_defaults_are_filled():
+    cfg = bc.load_config()
+    assert cfg["profile"] == "default"
+    assert cfg["stats"] == {"test": "t", "correction": "holm", "alpha": 0.05, "n_boot": 1000, "seed": 0}
+    assert cfg["methods"]["ranknet"]["params"] == {}  # default of an omitted key
+    assert cfg["tables"]["pirank_table1"]["enabled"] is True
+    assert bc.enabled_tables(cfg) == list(bc.TABLES)
+    assert bc.enabled_figures(cfg) == list(bc.FIGURES)
+    paper = bc.load_config(ROOT / "config" / "paper.yaml")
+    assert paper["profile"] == "paper" and paper["gpu"] is True
+    assert bc.table_datasets(paper, "pirank_table1") == ["mslr-web30k", "yahoo-set1"]
+    assert bc.table_datasets(paper, "arf_table2") == ["mslr-web30k-arf", "istella-arf"]
+    assert "syn-web" not in bc.table_datasets(paper, "unified_table")
+    example = bc.load_config(ROOT / "config" / "compare-example.yaml")
+    assert list(bc.compare_methods(example)) == ["squared_hinge"]
+
+
+def test_roles_map_every_table_to_synthetic_stand_ins_in_default():
+    cfg = bc.load_config()
+    for table in bc.TABLES:
+        for ds in bc.table_datasets(cfg, table):
+            assert cfg["datasets"][ds]["source"] == "synthetic", (table, ds)
+        assert bc.table_roles(cfg, table) == {}  # no paper column for stand-ins
+
+
+def test_paper_profile_sets_every_budget_key_it_inherits(default_raw):
+    """Merging paper.yaml over default.yaml must not leak a tiny default budget."""
+    paper_raw = bc.read_yaml(ROOT / "config" / "paper.yaml")
+    for name, proto in default_raw["protocols"].items():
+        for section in ("model", "train"):
+            missing = set(proto[section]) - set(paper_raw["protocols"][name][section])
+            assert not missing, f"paper.yaml protocols.{name}.{section} inherits {missing} from default.yaml"
+
+
+@pytest.mark.parametrize(
+    "path, value, key",
+    [
+        (["bogus"], 1, "'bogus'"),
+        (["tables", "pirank_table1", "metric"], ["mrr"], "tables.pirank_table1.metric"),
+        (["protocols", "pirank", "train", "bach_size"], 3, "protocols.pirank.train.bach_size"),
+        (["methods", "ranknet", "lable"], "x", "methods.ranknet.lable"),
+        (["datasets", "syn-web", "option"], {}, "datasets.syn-web.option"),
+    ],
+)
+def test_unknown_key_fails_naming_it(default_raw, path, value, key):
+    raw = copy.deepcopy(default_raw)
+    node = raw
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = value
+    message = _error(raw)
+    assert key in message and "unknown key" in message
+
+
+@pytest.mark.parametrize(
+    "path, value, key",
+    [
+        (["threads"], "two", "'threads'"),
+        (["protocols", "pirank", "seeds"], [0, "a"], "protocols.pirank.seeds.1"),
+        (["protocols", "pirank", "train", "lr"], "fast", "protocols.pirank.train.lr"),
+        (["stats", "correction"], "bonferroni", "stats.correction"),
+        (["tables", "arf_table2", "metrics"], ["ndcg@ten"], "tables.arf_table2.metrics.0"),
+        (["gpu"], "yes", "'gpu'"),
+    ],
+)
+def test_wrong_type_fails_naming_the_key(default_raw, path, value, key):
+    raw = copy.deepcopy(default_raw)
+    node = raw
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = value
+    assert key in _error(raw)
+
+
+def test_dangling_references_fail_naming_the_key(default_raw):
+    raw = copy.deepcopy(default_raw)
+    raw["tables"]["pirank_table1"]["methods"].append("no_such_method")
+    assert "tables.pirank_table1.methods.6" in _error(raw)
+    raw = copy.deepcopy(default_raw)
+    raw["roles"]["mslr-web30k"] = "no-such-dataset"
+    assert "roles.mslr-web30k" in _error(raw)
+    raw = copy.deepcopy(default_raw)
+    raw["protocols"]["neuralndcg"]["model"]["batch_norm"] = True  # an mlp key on a transformer
+    assert "protocols.neuralndcg.model.batch_norm" in _error(raw)
+    raw = copy.deepcopy(default_raw)
+    raw["compare"] = {"losses": [{"name": "ranknet", "loss": "examples.my_loss:pairwise_squared_hinge"}]}
+    assert "compare.losses.0" in _error(raw)
+
+
+def test_yaml_syntax_error_names_file_and_line(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("profile: x\ndatasets: {a: [\n", encoding="utf-8")
+    with pytest.raises(bc.ConfigError, match=r"bad\.yaml, line \d"):
+        bc.read_yaml(bad)
+
+
+def test_schema_train_and_model_keys_match_the_trainer():
+    """The schema rejects unknown keys before any job runs: it must know the trainer's keys."""
+    from bench.models import CONTEXT_AWARE_DEFAULTS, MLP_DEFAULTS
+    from bench.train import TRAIN_DEFAULTS
+
+    schema = yaml.safe_load((ROOT / "workflows" / "schemas" / "config.schema.yaml").read_text())
+    assert set(schema["$defs"]["train"]["properties"]) == set(TRAIN_DEFAULTS)
+    assert bc.MODEL_KEYS["mlp"] == set(MLP_DEFAULTS)
+    assert bc.MODEL_KEYS["context_aware"] == set(CONTEXT_AWARE_DEFAULTS)
+    assert set(schema["$defs"]["model"]["properties"]) == set(MLP_DEFAULTS) | set(CONTEXT_AWARE_DEFAULTS)
+
+
+@pytest.mark.parametrize("profile", ["default.yaml", "paper.yaml"])
+def test_every_run_config_is_accepted_by_the_trainers(profile):
+    """Each (protocol, dataset, method) the tables train resolves in bench.train / bench.gbdt."""
+    from bench.gbdt import resolve_gbdt_config
+    from bench.train import resolve_run_config
+
+    files = [] if profile == "default.yaml" else [ROOT / "config" / profile]
+    cfg = bc.load_config(*files, overrides={"compare": {"losses": ["examples.my_loss:pairwise_squared_hinge"]}})
+    seen = 0
+    for table in bc.enabled_tables(cfg):
+        protocol = cfg["tables"][table]["protocol"]
+        for ds in bc.table_datasets(cfg, table):
+            for method in bc.table_methods(cfg, table):
+                run_cfg = bc.run_config(cfg, protocol, ds, method)
+                if bc.is_gbdt(cfg["methods"][method]):
+                    resolve_gbdt_config(run_cfg, method)
+                else:
+                    resolve_run_config(run_cfg, method)
+                seen += 1
+    for ds in bc.compare_datasets(cfg):
+        resolve_run_config(bc.run_config(cfg, bc.COMPARE_EXPERIMENT, ds, "examples.my_loss.pairwise_squared_hinge"),
+                           "examples.my_loss.pairwise_squared_hinge")
+    assert seen > 50
+
+
+def test_study_protocol_excludes_methods_and_includes_what_must_match():
+    cfg = bc.load_config()
+    proto = bc.study_protocol(cfg, "unified", "syn-web")
+    assert set(proto) == {"dataset", "model", "train", "seeds", "evaluation", "metrics"}
+    assert proto["dataset"]["options"]["n_queries"] == 120
+    other = bc.load_config(overrides={"methods": {"ranknet": {"params": {"sigma": 2.0}}}})
+    assert bc.study_protocol(other, "unified", "syn-web") == proto

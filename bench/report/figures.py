@@ -263,7 +263,8 @@ def _neuralndcg_values(labels: list[float], scores: np.ndarray, tau: float, sink
     y = torch.tensor([labels], dtype=torch.float64)
     mask = torch.ones_like(y, dtype=torch.bool)
     kwargs = {"tau": tau, "k": None, "max_iter": 30 if sinkhorn else 0}
-    out = [-float(loss(torch.tensor([row], dtype=torch.float64), y, mask, **kwargs)) for row in scores]
+    rows = torch.from_numpy(np.ascontiguousarray(scores, dtype=np.float64))
+    out = [-float(loss(row[None, :], y, mask, **kwargs)) for row in rows]
     return np.asarray(out)
 
 

@@ -1,0 +1,136 @@
+"""Figures from constructed data: slopes, grids, relative changes, toy-list curves, files."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bench.report import figures as F
+
+
+def _legend_texts(fig):
+    return [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+
+
+def test_loglog_slope_recovers_power_laws():
+    L = np.array([125, 1000, 2197, 3375])
+    assert F.loglog_slope(L, 3e-6 * L**2.0) == pytest.approx(2.0, abs=1e-12)
+    assert F.loglog_slope(L, 0.5 * L ** (4 / 3)) == pytest.approx(4 / 3, abs=1e-12)
+    assert math.isnan(F.loglog_slope([10], [1.0]))
+    assert math.isnan(F.loglog_slope([10, 10], [1.0, 2.0]))
+
+
+def test_scaling_figure_prints_fitted_slopes_and_writes_png_pdf(tmp_path):
+    L = np.array([125, 1000, 2197, 3375], dtype=float)
+    frame = pd.DataFrame(
+        {
+            "loss": ["pirank_ndcg"] * 8 + ["ranknet"] * 4,
+            "variant": ["depth 1"] * 4 + ["depth 3"] * 4 + [np.nan] * 4,
+            "L": np.concatenate([L, L, L]),
+            "seconds": np.concatenate([1e-6 * L**2, 1e-4 * L ** (4 / 3), 2e-6 * L**2]),
+            "peak_mb": np.concatenate([1e-5 * L**2, 1e-3 * L, 3e-5 * L**2]),
+        }
+    )
+    slopes = F.scaling_data(frame)
+    assert slopes.time_slope.round(6).tolist() == [2.0, round(4 / 3, 6), 2.0]
+    assert slopes.mem_slope.round(6).tolist() == [2.0, 1.0, 2.0]
+    fig = F.scaling_figure(frame, steps=100, batch_lists=16)
+    legends = _legend_texts(fig)
+    assert "pirank_ndcg (depth 1): slope 2.00" in legends
+    assert "pirank_ndcg (depth 3): slope 1.33" in legends
+    assert "ranknet: slope 2.00" in legends
+    time_ax, mem_ax = fig.axes
+    assert time_ax.get_xscale() == time_ax.get_yscale() == "log"
+    assert "100 training steps of 16 lists (s)" in time_ax.get_ylabel()
+    assert mem_ax.get_ylabel() == "peak memory (MB)"
+    F.save(fig, tmp_path / "s.png", tmp_path / "s.pdf")
+    assert (tmp_path / "s.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "s.pdf").read_bytes()[:5] == b"%PDF-"
+    with pytest.raises(ValueError, match="lacks columns"):
+        F.scaling_data(frame.drop(columns=["peak_mb"]))
+
+
+def test_recall_grid_means_over_kept_queries_and_heatmap_prints_values():
+    rows = []
+    for method, base in (("arf_relax", 0.6), ("lambda_recall", 0.4)):
+        for q in range(4):
+            row = {"method": method, "seed": 0, "query": q}
+            for m in (10, 20):
+                for k in (5, 10):
+                    row[f"recall@{m}@{k}"] = base + 0.01 * m / k + (0.1 if q == 3 else 0.0)
+                    row[f"recall@{m}@{k}:dropped"] = q == 3  # dropped queries do not count
+            rows.append(row)
+    grid = F.recall_grid(pd.DataFrame(rows), ["arf_relax", "lambda_recall"], [10, 20], [5, 10])
+    cell = grid[(grid.method == "arf_relax") & (grid.m == 20) & (grid.k == 5)].recall.item()
+    assert cell == pytest.approx(0.6 + 0.04)
+    fig = F.recall_heatmap(grid, {"arf_relax": "ARF-relax"})
+    texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert "0.640" in texts and len(texts) == 8
+    assert fig.axes[0].get_title() == "ARF-relax: Recall@m@k"
+    with pytest.raises(ValueError, match="no per-query rows"):
+        F.recall_grid(pd.DataFrame(rows), ["arf"], [10], [5])
+
+
+def test_listsize_relative_change_over_smallest_training_size():
+    stats = pd.DataFrame(
+        {
+            "dataset": ["d@Ltest=10", "d@Ltest=10", "d@Ltest=20", "d@Ltest=20"],
+            "metric": "ndcg@1",
+            "method": ["L10", "L40", "L10", "L40"],
+            "mean": [0.40, 0.42, 0.30, 0.36],
+        }
+    )
+    data = F.listsize_data(stats, "d", {"L10": 10, "L40": 40}, [10, 20], ["ndcg@1"])
+    rel = data.set_index(["l_test", "l_train"]).relative
+    assert rel[(10, 10)] == 0.0
+    assert rel[(10, 40)] == pytest.approx(5.0)
+    assert rel[(20, 40)] == pytest.approx(20.0)
+    fig = F.listsize_figure(data)
+    assert "relative change over L_train = 10 (%)" in fig.axes[0].get_ylabel()
+
+
+def test_temperature_figure_from_curves(tmp_path):
+    runs = {}
+    for tau in ("tau=0.1", "tau=5"):
+        d = tmp_path / tau
+        d.mkdir()
+        pd.DataFrame({"epoch": [1, 2, 3], "train_loss": [0.8, 0.6, 0.5],
+                      "vali_ndcg@1": [0.2, 0.3, 0.35], "vali_ndcg@10": [0.4, 0.45, 0.5]}).to_csv(d / "curve.csv")
+        runs[tau] = [d]
+    curves = F.read_curves(runs)
+    fig = F.temperature_figure(curves, ["ndcg@1", "ndcg@10"])
+    titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
+    assert titles[:2] == ["validation NDCG@1", "validation NDCG@10"]
+    assert titles[2] == "training loss" and "1 - training loss" in titles[3]
+    with pytest.raises(FileNotFoundError, match="curve.csv"):
+        F.read_curves({"x": [tmp_path / "missing"]})
+
+
+def _ndcg(labels, scores):
+    """Brute-force NDCG@max with stable tie-breaking (independent of bench.metrics)."""
+    order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
+    dcg = sum((2 ** labels[i] - 1) / math.log2(r + 2) for r, i in enumerate(order))
+    ideal = sum((2**y - 1) / math.log2(r + 2) for r, y in enumerate(sorted(labels, reverse=True)))
+    return dcg / ideal
+
+
+def test_neuralndcg_curves_match_ndcg_oracle_and_approach_it_as_tau_shrinks():
+    data = F.neuralndcg_curve_data([0.01, 1.0], points=41)
+    fig1 = data[(data.panel == "fig1") & (data.curve == "NDCG")]
+    for x, v in zip(fig1.x, fig1.value):
+        assert v == pytest.approx(_ndcg([2, 1, 0, 0, 0], [4, 1, 0, 0, x]), abs=1e-9)
+    fig2 = data[data.panel == "fig2"]
+    ndcg = fig2[fig2.curve == "NDCG"].value.to_numpy()
+    sharp = fig2[fig2.curve == "NeuralNDCG tau=0.01"].value.to_numpy()
+    smooth = fig2[fig2.curve == "NeuralNDCG tau=1"].value.to_numpy()
+    xs = fig2[fig2.curve == "NDCG"].x.to_numpy()
+    away = np.min(np.abs(xs[:, None] - np.array([1, 2, 3, 4])[None, :]), axis=1) > 0.1
+    assert np.max(np.abs(sharp - ndcg)[away]) < 1e-3  # tau -> 0 recovers NDCG
+    assert np.max(np.abs(smooth - ndcg)) > 1e-2  # a real relaxation at tau = 1
+    curves = set(data[data.panel == "fig1"].curve)
+    assert curves == {"NDCG", "NeuralNDCG with Sinkhorn (tau=1)", "NeuralNDCG without Sinkhorn (tau=1)"}
+    fig = F.neuralndcg_curves(data)
+    assert "varied score x" in fig.axes[0].get_xlabel()

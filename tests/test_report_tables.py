@@ -1,0 +1,197 @@
+"""Table rendering from a constructed statistics table; paper numbers as printed."""
+
+from __future__ import annotations
+
+import html.parser
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from bench import config as bc
+from bench.report import tables as T
+from bench.report.paper import load_paper_numbers
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _stats(rows):
+    cols = ["dataset", "metric", "method", "mean", "std_over_seeds", "n_queries", "is_best", "not_worse"]
+    frame = pd.DataFrame(rows, columns=cols)
+    frame["p_value"] = frame["p_adjusted"] = 0.5
+    return frame
+
+
+@pytest.fixture
+def stats():
+    return _stats(
+        [
+            ("mslr", "ndcg@10", "a", 0.45, 0.01, 100, True, True),
+            ("mslr", "ndcg@10", "b", 0.44, 0.02, 100, False, True),
+            ("mslr", "ndcg@10", "c", 0.30, 0.03, 100, False, False),
+            ("mslr", "arp", "a", 45.5, 0.5, 90, False, False),
+            ("mslr", "arp", "b", 45.1, 0.4, 90, True, True),
+        ]
+    )
+
+
+SPEC = {
+    "name": "demo",
+    "title": "Demo table",
+    "datasets": [{"name": "mslr", "label": "MSLR", "role": "mslr-web30k"}],
+    "methods": [{"name": "a", "label": "Alpha"}, {"name": "b", "label": "Beta_1"}, {"name": "c", "label": "Gamma"}],
+    "metrics": ["ndcg@10", "arp"],
+    "seeds": [0, 1, 2],
+    "stats": {"test": "wilcoxon", "correction": "none", "alpha": 0.01},
+    "evaluation": {"empty_query": "zero", "ties": "stable"},
+    "paper": "demo_paper",
+}
+
+
+def _cells(table):
+    return {row[0].text: row[1:] for row in table.blocks[0].rows}
+
+
+def test_marks_come_from_the_columns_not_from_the_means(stats):
+    table = T.build_table(stats, SPEC)
+    cells = _cells(table)
+    ndcg_a, arp_a = cells["Alpha"]
+    ndcg_b, arp_b = cells["Beta_1"]
+    ndcg_c, arp_c = cells["Gamma"]
+    assert (ndcg_a.bold, ndcg_a.underline) == (True, True)
+    assert (ndcg_b.bold, ndcg_b.underline) == (True, False)
+    assert (ndcg_c.bold, ndcg_c.underline) == (False, False)
+    # ARP: the renderer trusts is_best (lower is better), never re-ranks by mean
+    assert arp_b.underline and not arp_a.bold
+    assert arp_c.text == "n/a"  # no statistics row
+    assert ndcg_a.text == "0.4500" and ndcg_a.sub == "± 0.0100"
+    assert arp_b.text == "45.100" and arp_b.sub == "± 0.400"
+
+
+def test_single_seed_prints_no_spread(stats):
+    table = T.build_table(stats, {**SPEC, "seeds": [0]})
+    assert _cells(table)["Alpha"][0].sub == ""
+    assert "One seed" in table.caption
+
+
+def test_caption_states_marks_test_correction_and_conventions(stats):
+    caption = T.build_table(stats, SPEC).caption
+    assert "Mean over 3 seeds" in caption
+    assert "Bold: the best mean and every method not significantly worse" in caption
+    assert "underlined: the best mean" in caption
+    assert "Wilcoxon" in caption and "no multiple-comparison correction" in caption and "alpha = 0.01" in caption
+    assert "score 0 (TF-Ranking convention)" in caption  # empty_query = zero
+    assert "Gain 2^y-1" in caption
+
+
+def test_paper_column_shows_printed_value_and_difference(stats):
+    paper = pd.DataFrame(
+        [
+            {"table": "demo_paper", "role": "mslr-web30k", "l_test": 0, "method": "a", "metric": "ndcg@10",
+             "value": 0.40, "printed": 40.0, "source": "x"},
+            {"table": "other", "role": "mslr-web30k", "l_test": 0, "method": "b", "metric": "ndcg@10",
+             "value": 0.99, "printed": 0.99, "source": "x"},
+        ]
+    )
+    table = T.build_table(stats, SPEC, paper)
+    header = table.blocks[0].header
+    assert header == ["Method", "NDCG@10", "paper (Δ)", "ARP ↓", "paper (Δ)"]
+    cells = _cells(table)
+    assert cells["Alpha"][1].text == "0.4000 (+0.0500)"
+    assert cells["Beta_1"][1].text == "–"  # another table's number is not used
+    assert "paper (Δ)" in table.caption
+    # no role (a synthetic stand-in): no paper column at all
+    no_role = {**SPEC, "datasets": [{"name": "mslr", "stands_for": ["mslr-web30k"]}]}
+    table = T.build_table(stats, no_role, paper)
+    assert "paper (Δ)" not in table.blocks[0].header
+    assert "synthetic stand-in for mslr-web30k" in table.blocks[0].title
+
+
+def test_three_formats(stats):
+    table = T.build_table(stats, SPEC)
+    md = T.to_markdown(table)
+    assert "| Alpha | **<u>0.4500</u>** ± 0.0100 |" in md
+    tex = T.to_latex(table)
+    assert r"\toprule" in tex and r"\midrule" in tex and r"\bottomrule" in tex
+    assert r"\textbf{\underline{0.4500}} $\pm$ 0.0100" in tex
+    assert r"Beta\_1" in tex  # escaped
+    page = T.to_html(table)
+    tags = []
+
+    class Parser(html.parser.HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            tags.append(tag)
+
+        def handle_endtag(self, tag):
+            assert tags and tag in tags
+            tags.remove(tag)
+
+    Parser().feed(page)
+    assert [t for t in tags if t not in ("meta",)] == []  # every tag closed
+    assert "<b><u>0.4500</u></b>" in page
+
+
+def test_listsize_layout_rows_l_test_columns_l_train():
+    rows = []
+    for size in (10, 20):
+        for method, mean, best in (("m10", 0.50 + size / 1000, False), ("m20", 0.60, True)):
+            rows.append((f"syn@Ltest={size}", "ndcg@1", method, mean, 0.0, 50, best, best))
+    spec = {"name": "ls", "layout": "listsize", "datasets": [{"name": "syn"}],
+            "methods": [{"name": "m20"}, {"name": "m10"}], "metrics": ["ndcg@1"], "seeds": [0],
+            "list_sizes": [10, 20], "l_train": {"m10": 10, "m20": 20}}
+    table = T.build_table(_stats(rows), spec)
+    block = table.blocks[0]
+    assert block.header == ["L_test \\ L_train", "10", "20"]
+    assert [r[0].text for r in block.rows] == ["10", "20"]
+    assert block.rows[1][1].text == "0.5200" and block.rows[1][2].underline
+
+
+def test_methods_layout_with_one_test_list_size():
+    stats = _stats([("d@Ltest=200", "mrr", "a", 0.7, 0.0, 10, True, True)])
+    spec = {"name": "t", "datasets": [{"name": "d"}], "methods": [{"name": "a"}], "metrics": ["mrr"],
+            "seeds": [0], "list_sizes": [200]}
+    table = T.build_table(stats, spec)
+    assert table.blocks[0].rows[0][1].text == "0.7000"
+    assert "L_test = 200" in table.blocks[0].title
+
+
+def test_duplicate_or_incomplete_statistics_are_rejected(stats):
+    with pytest.raises(ValueError, match="two rows"):
+        T.build_table(pd.concat([stats, stats.iloc[:1]]), SPEC)
+    with pytest.raises(ValueError, match="lacks columns"):
+        T.build_table(stats.drop(columns=["not_worse"]), SPEC)
+
+
+# ----------------------------------------------------------------------------- paper numbers
+
+
+def test_paper_numbers_spot_checks_against_the_printed_tables():
+    """Values typed here from the papers' text (independent of the YAML transcription)."""
+    p = load_paper_numbers()
+
+    def value(table, role, method, metric, l_test=0):
+        hit = p[(p.table == table) & (p.role == role) & (p.method == method) & (p.metric == metric)
+                & (p.l_test == l_test)]
+        assert len(hit) == 1, (table, role, method, metric)
+        return float(hit.value.iloc[0])
+
+    assert value("pirank_table1", "mslr-web30k", "pirank_ndcg_t1000", "ndcg@10") == 0.446428
+    assert value("pirank_table1", "yahoo-set1", "ranknet", "arp") == 10.514806
+    assert value("pirank_table1", "mslr-web30k", "neuralsort_ce_t1000", "opa") == 0.635468
+    assert value("neuralndcg_table3", "istella", "lambdarank", "ndcg@10") == pytest.approx(0.7109)
+    assert value("neuralndcg_table3", "mslr-web30k", "xgboost_pairwise", "ndcg@5") == pytest.approx(0.4680)
+    assert value("arf_table2", "istella", "softmax", "ndcg@15") == 0.069
+    assert value("arf_table2", "mslr-web30k", "arf", "recall@30@15") == 0.446
+    assert value("listsize_table3", "mslr-web30k", "pirank_ndcg_L100", "ndcg@10", 100) == 0.3878
+    assert value("listsize_table3", "mslr-web30k", "pirank_ndcg_L10", "arp", 40) == 18.3042
+    assert len(p) == 6 * 8 * 2 + 17 * 2 * 2 + 9 * 3 * 2 + 4 * 7 * 4
+
+
+def test_paper_rows_name_methods_and_metrics_of_their_table():
+    cfg = bc.load_config()
+    p = load_paper_numbers()
+    for table, grp in p.groupby("table"):
+        spec = cfg["tables"][table]
+        assert spec["paper"] == table
+        assert set(grp.method) <= set(spec["methods"]), table
+        assert set(grp.metric) <= set(spec["metrics"]), table

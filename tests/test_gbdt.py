@@ -15,8 +15,9 @@ from bench.runs import RUN_JSON_KEYS, ConfigError
 
 METRICS = ["ndcg@10", "mrr", "arp"]
 # tiny data: the MSLR defaults (min hessian 100) would forbid every split
-SMALL = {"lightgbm": {"num_leaves": 7, "min_sum_hessian_in_leaf": 1e-3, "min_data_in_leaf": 2},
-         "xgboost": {"max_depth": 3, "min_child_weight": 1e-3}}
+# (one thread each: OpenMP spin-waits crawl on a shared, oversubscribed 2-core box)
+SMALL = {"lightgbm": {"num_leaves": 7, "min_sum_hessian_in_leaf": 1e-3, "min_data_in_leaf": 2, "num_threads": 1},
+         "xgboost": {"max_depth": 3, "min_child_weight": 1e-3, "nthread": 1}}
 METHODS = {
     "lgb_lambdarank": ("lightgbm", "lambdarank"),
     "lgb_xendcg": ("lightgbm", "rank_xendcg"),

@@ -21,7 +21,7 @@ TINY_OPTIONS = {
 
 def make_prepared(out: Path, **options) -> Path:
     """Prepare a tiny synthetic fold into ``out`` (48/16/16 queries, 2-25 docs, 8 features)."""
-    from bench.data.prepare import prepare_fold
+    from bench.data import prepare_fold
 
     prepare_fold("synthetic", "fold1", out, {**TINY_OPTIONS, **options}, log=lambda *a, **k: None)
     return out

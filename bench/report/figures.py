@@ -264,7 +264,13 @@ def _neuralndcg_values(labels: list[float], scores: np.ndarray, tau: float, sink
     mask = torch.ones_like(y, dtype=torch.bool)
     kwargs = {"tau": tau, "k": None, "max_iter": 30 if sinkhorn else 0}
     rows = torch.from_numpy(np.ascontiguousarray(scores, dtype=np.float64))
-    out = [-float(loss(row[None, :], y, mask, **kwargs)) for row in rows]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # 5-item lists: thread wake-ups would cost 1000x the arithmetic
+    try:
+        with torch.no_grad():
+            out = [-float(loss(row[None, :], y, mask, **kwargs)) for row in rows]
+    finally:
+        torch.set_num_threads(threads)
     return np.asarray(out)
 
 

@@ -1,0 +1,162 @@
+"""Frozen baselines: manifest contents and the three refusals (protocol, data, tampering)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from bench import config as bc
+from bench import frozen as fz
+from bench.report.cli import compare_stats
+
+
+def _prepared(root: Path, fold: str, fingerprint: str) -> Path:
+    d = root / fold
+    d.mkdir(parents=True)
+    (d / "meta.json").write_text(json.dumps({"fold": fold, "fingerprint": fingerprint}))
+    return d
+
+
+def _per_query(methods, seeds=(0, 1), n=30, shift=None):
+    rng = np.random.default_rng(7)
+    rows = []
+    base = rng.random(n)
+    for i, method in enumerate(methods):
+        for seed in seeds:
+            value = np.clip(base + (shift or {}).get(method, 0.02 * i) + 0.01 * rng.standard_normal(n), 0, 1)
+            rows.append(pd.DataFrame({"dataset": "syn", "fold": "Fold1", "seed": seed, "method": method,
+                                      "query": np.arange(n), "ndcg@10": value, "ndcg@10:dropped": False}))
+    return pd.concat(rows, ignore_index=True)
+
+
+PROTOCOL = {"dataset": {"name": "syn", "options": {"n_queries": 10}}, "train": {"epochs": 3, "lr": 0.001},
+            "seeds": [0, 1], "evaluation": {"empty_query": "one", "ties": "stable"}, "metrics": ["ndcg@10"]}
+
+
+@pytest.fixture
+def frozen(tmp_path):
+    prepared = [_prepared(tmp_path / "prep", "Fold1", "f" * 64)]
+    out = fz.freeze(_per_query(["ranknet", "listnet"]), tmp_path / "frozen" / "syn", profile="test",
+                    dataset="syn", protocol=PROTOCOL, prepared_dirs=prepared)
+    return out, prepared
+
+
+def test_manifest_records_protocol_hash_fingerprints_versions_and_checksums(frozen):
+    out, _ = frozen
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["protocol_hash"] == fz.protocol_hash(PROTOCOL)
+    assert manifest["protocol"] == PROTOCOL
+    assert manifest["dataset_fingerprints"] == {"Fold1": "f" * 64}
+    assert manifest["methods"] == ["listnet", "ranknet"]
+    assert {"git_commit", "git_dirty", "ltr-bench"} <= set(manifest["code_version"])
+    assert {"torch", "numpy", "lightgbm"} <= set(manifest["versions"])
+    assert sorted(manifest["files"]) == ["baselines/listnet.parquet", "baselines/ranknet.parquet"]
+    for rel, digest in manifest["files"].items():
+        assert fz.sha256_file(out / rel) == digest
+    frame = fz.load_frozen(out, fz.check_frozen(out, PROTOCOL, {"Fold1": "f" * 64}))
+    assert len(frame) == 2 * 2 * 30
+
+
+def test_refuses_changed_protocol_naming_the_field(frozen):
+    out, _ = frozen
+    changed = json.loads(json.dumps(PROTOCOL))
+    changed["train"]["epochs"] = 5
+    with pytest.raises(fz.FrozenMismatch, match=r"train\.epochs: frozen 3, current 5"):
+        fz.check_frozen(out, changed, {"Fold1": "f" * 64})
+    changed = json.loads(json.dumps(PROTOCOL))
+    changed["seeds"] = [0, 1, 2]
+    with pytest.raises(fz.FrozenMismatch, match=r"seeds: frozen \[0, 1\], current \[0, 1, 2\]"):
+        fz.check_frozen(out, changed, {"Fold1": "f" * 64})
+
+
+def test_refuses_changed_data_naming_the_fold(frozen):
+    out, _ = frozen
+    with pytest.raises(fz.FrozenMismatch, match=r"dataset fingerprint of syn Fold1 differs: frozen f{64}, current 0{64}"):
+        fz.check_frozen(out, PROTOCOL, {"Fold1": "0" * 64})
+    with pytest.raises(fz.FrozenMismatch, match="fold Fold2 is prepared now but has no frozen baselines"):
+        fz.check_frozen(out, PROTOCOL, {"Fold1": "f" * 64, "Fold2": "1" * 64})
+
+
+def test_refuses_tampered_or_missing_file_naming_it(frozen):
+    out, _ = frozen
+    target = out / "baselines" / "ranknet.parquet"
+    frame = pd.read_parquet(target)
+    frame.loc[0, "ndcg@10"] = 1.0
+    frame.to_parquet(target, index=False)
+    with pytest.raises(fz.FrozenMismatch, match=r"ranknet\.parquet fails its checksum: manifest sha256 [0-9a-f]{64}, "):
+        fz.check_frozen(out, PROTOCOL, {"Fold1": "f" * 64})
+    target.unlink()
+    with pytest.raises(fz.FrozenMismatch, match=r"ranknet\.parquet is missing"):
+        fz.check_frozen(out, PROTOCOL, {"Fold1": "f" * 64})
+    (out / "manifest.json").unlink()
+    with pytest.raises(fz.FrozenMismatch, match="snakemake --cores 2 freeze"):
+        fz.check_frozen(out, PROTOCOL, {"Fold1": "f" * 64})
+
+
+def test_check_frozen_cli_refuses_with_the_reason(frozen, capsys):
+    from bench.cli import main
+
+    out, prepared = frozen
+    changed = dict(PROTOCOL, metrics=["ndcg@5"])
+    status = main(["check-frozen", "--frozen", str(out), "--protocol", json.dumps(changed),
+                   "--prepared", *map(str, prepared)])
+    assert status == 2
+    assert "refusing to compare" in capsys.readouterr().err
+    ok = out.parent / "ok.json"
+    assert main(["check-frozen", "--frozen", str(out), "--protocol", json.dumps(PROTOCOL),
+                 "--prepared", *map(str, prepared), "--out", str(ok)]) == 0
+    assert json.loads(ok.read_text())["protocol_hash"] == fz.protocol_hash(PROTOCOL)
+
+
+def test_compare_stats_pairs_new_loss_with_every_frozen_baseline(frozen):
+    out, _ = frozen
+    new = _per_query(["squared_hinge"], shift={"squared_hinge": 0.2})
+    spec = {"protocol": PROTOCOL, "metrics": ["ndcg@10"], "stats": {"n_boot": 0}}
+    stats = compare_stats(out, new, spec, {"Fold1": "f" * 64})
+    assert sorted(stats.method) == ["listnet", "ranknet", "squared_hinge"]
+    best = stats[stats.is_best]
+    assert best.method.tolist() == ["squared_hinge"]
+    assert not stats[stats.method == "ranknet"].not_worse.item()
+    with pytest.raises(fz.FrozenMismatch, match="clash"):
+        compare_stats(out, _per_query(["ranknet"]), spec, {"Fold1": "f" * 64})
+
+
+def test_study_protocol_hash_is_stable_across_key_order():
+    cfg = bc.load_config()
+    proto = bc.study_protocol(cfg, "unified", "syn-web")
+    shuffled = json.loads(json.dumps(proto, sort_keys=False))
+    shuffled = {k: shuffled[k] for k in reversed(list(shuffled))}
+    assert fz.protocol_hash(proto) == fz.protocol_hash(shuffled)
+
+
+def test_example_loss_matches_a_brute_force_oracle_and_ignores_padding():
+    from examples.my_loss import pairwise_squared_hinge
+
+    rng = np.random.default_rng(3)
+    s = rng.normal(size=7)
+    y = rng.integers(0, 3, size=7).astype(float)
+    terms = [max(0.0, 1.0 - (s[i] - s[j])) ** 2 for i in range(7) for j in range(7) if y[i] > y[j]]
+    oracle = sum(terms) / len(terms)
+    st = torch.tensor(s[None], dtype=torch.float64, requires_grad=True)
+    yt = torch.tensor(y[None], dtype=torch.float64)
+    mask = torch.ones(1, 7, dtype=torch.bool)
+    value = pairwise_squared_hinge(st, yt, mask)
+    assert value.item() == pytest.approx(oracle, rel=1e-12)
+    # padding invariance: value and gradient on real items unchanged, zero gradient on padding
+    sp = torch.cat([st.detach(), torch.tensor([[9.0, -9.0]], dtype=torch.float64)], 1).requires_grad_(True)
+    yp = torch.cat([yt, torch.tensor([[5.0, 0.0]], dtype=torch.float64)], 1)
+    mp = torch.cat([mask, torch.zeros(1, 2, dtype=torch.bool)], 1)
+    padded = pairwise_squared_hinge(sp, yp, mp)
+    assert padded.item() == pytest.approx(value.item(), rel=1e-12)
+    (g,) = torch.autograd.grad(value, st)
+    (gp,) = torch.autograd.grad(padded, sp)
+    assert torch.allclose(gp[:, :7], g) and torch.all(gp[:, 7:] == 0)
+    assert torch.autograd.gradcheck(lambda x: pairwise_squared_hinge(x, yt, mask), (st,))
+    # no pair at all: zero that still backpropagates
+    flat = pairwise_squared_hinge(st, torch.zeros_like(yt), mask)
+    assert flat.item() == 0.0 and flat.requires_grad

@@ -333,3 +333,19 @@ def test_every_registered_loss_trains_one_epoch(prepared, tmp_path, name):
     info = json.loads((out / "run.json").read_text())
     if losses.has_parameters(name):
         assert info["result"]["loss_parameters"]  # e.g. ARF's alpha is trained and recorded
+
+
+def test_tau_schedule_sets_the_attribute_of_a_module_loss():
+    """ARF's forward takes no ``tau``: the schedule sets the module's ``tau`` before each call,
+    and its learnable alpha is handed to the optimiser."""
+    from bench.train import make_loss, resolve_run_config
+
+    cfg = _config(tau_schedule={"kind": "constant", "value": 0.5})
+    cfg["methods"]["arf"] = {"loss": "arf", "params": {"m": 3, "k": 2}}
+    call = make_loss(resolve_run_config(cfg, "arf"), "arf")
+    assert call.tau_mode == "attribute" and call.module is not None
+    scores = torch.randn(2, 5, requires_grad=True)
+    labels = torch.tensor([[3.0, 1, 0, 2, 0], [1.0, 0, 0, 1, 0]])
+    value = call(scores, labels, torch.ones(2, 5, dtype=torch.bool), tau=0.5, gen=None)
+    assert call.fn.tau == 0.5 and torch.isfinite(value)
+    assert any(p.requires_grad for p in call.module.parameters())

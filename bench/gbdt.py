@@ -341,7 +341,13 @@ def gbdt_run(
     feval_values = {"fn": vali_metric, "higher": higher_is_better(stop)}
     trainer: Callable = _train_lightgbm if cfg["gbdt"] == "lightgbm" else _train_xgboost
     t_fit = time.perf_counter()
-    raw, record = trainer(cfg, data, seed_value, want_gpu, feval_values, log)
+    try:
+        raw, record = trainer(cfg, data, seed_value, want_gpu, feval_values, log)
+    except Exception as exc:  # library errors (bad labels, bad params) become a clear user error
+        if type(exc).__name__ not in ("LightGBMError", "XGBoostError"):
+            raise
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(f"methods.{method}: {cfg['gbdt']} failed on {prepared_dir}: {first}") from exc
     fit_seconds = time.perf_counter() - t_fit
     scores = np.asarray(raw, dtype=np.float32)  # evaluate exactly what scores.npy stores
     if not np.isfinite(scores).all():

@@ -140,3 +140,11 @@ def test_cli_gbdt(prepared, tmp_path):
     rc = main(["gbdt", "--prepared", str(tmp_path / "missing"), "--out", str(tmp_path / "r2"), "--method",
                "xgb_pairwise", "--seed", "0", "--config", str(cfg)])
     assert rc == 2 and not (tmp_path / "r2").exists()
+
+
+def test_library_errors_become_config_errors(prepared, tmp_path):
+    cfg = _config()
+    cfg["methods"]["xgb_ndcg"]["params"]["max_depth"] = -3
+    with pytest.raises(ConfigError, match="methods.xgb_ndcg: xgboost failed"):
+        gbdt_run(cfg, prepared, tmp_path / "r", method="xgb_ndcg", seed=0, device="cpu", quiet=True)
+    assert not (tmp_path / "r").exists()

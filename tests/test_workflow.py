@@ -1,0 +1,207 @@
+"""The Snakemake workflow: lint, targeted planning, profiles, early config errors, compare.
+
+Dry runs use ``--nolock`` so they work beside a running study; the compare test runs in a
+copy of the workflow under ``tmp_path`` against the committed frozen baselines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
+
+
+def snakemake(*args: str, cwd: Path = ROOT, timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(["snakemake", *args], cwd=cwd, env=ENV, capture_output=True, text=True, timeout=timeout)
+
+
+def _jobs(output: str) -> list[tuple[str, dict[str, str]]]:
+    """(rule, wildcards) of every job a dry run prints."""
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", output):
+        head = re.match(r"(?:local)?rule (\w+):", block.strip())
+        if not head:
+            continue
+        wc = re.search(r"wildcards: (.+)", block)
+        wildcards = dict(p.split("=", 1) for p in wc.group(1).split(", ")) if wc else {}
+        res = re.search(r"resources: (.+)", block)
+        wildcards["_resources"] = res.group(1) if res else ""
+        jobs.append((head.group(1), wildcards))
+    return jobs
+
+
+def test_lint_reports_nothing():
+    proc = snakemake("--lint")
+    assert proc.returncode == 0, proc.stderr
+    assert "Congratulations, your workflow is in a good condition!" in proc.stdout + proc.stderr
+
+
+def test_named_table_target_plans_only_what_it_needs():
+    proc = snakemake("-n", "--nolock", "--forceall", "pirank_table1")
+    assert proc.returncode == 0, proc.stderr
+    jobs = _jobs(proc.stdout)
+    runs = [w for rule, w in jobs if rule in ("train", "gbdt")]
+    assert len(runs) == 6 * 2  # six methods, two seeds, one synthetic stand-in dataset
+    assert {w["experiment"] for w in runs} == {"pirank"}
+    assert {w["dataset"] for w in runs} == {"syn-web"}  # MSLR and Yahoo roles share one stand-in
+    rules = {rule for rule, _ in jobs}
+    assert {"prepare", "evaluate", "stats", "table", "pirank_table1"} <= rules
+    assert not rules & {"figure", "perf_scaling", "report", "fetch"}
+    assert all("gpu=0" in w["_resources"] for rule, w in jobs if rule == "train")
+
+
+def test_paper_profile_plans_real_datasets_with_gpu_resources():
+    proc = snakemake("-n", "--nolock", "--forceall", "pirank_table1", "--configfile=config/paper.yaml")
+    assert proc.returncode == 0, proc.stderr
+    jobs = _jobs(proc.stdout)
+    assert {w["source"] for rule, w in jobs if rule == "fetch"} == {"mslr-web30k", "yahoo-set1"}
+    train = [w for rule, w in jobs if rule == "train"]
+    assert {w["dataset"] for w in train} == {"mslr-web30k", "yahoo-set1"}
+    assert {w["fold"] for w in train} == {"Fold1"}
+    assert len(train) == 6 * 2 * 3  # methods x datasets x seeds
+    assert all("gpu=1" in w["_resources"] for w in train)
+
+
+def test_slurm_profile_puts_gpus_on_gpu_rules_only():
+    proc = snakemake("-n", "--nolock", "--forceall", "--profile", "workflows/profiles/slurm", "unified_table")
+    assert proc.returncode == 0, proc.stderr
+    jobs = _jobs(proc.stdout)
+    train = [w["_resources"] for rule, w in jobs if rule == "train"]
+    assert train and all("gpu=1" in r and "slurm_partition=gpu" in r for r in train)
+    others = [w["_resources"] for rule, w in jobs if rule in ("gbdt", "evaluate", "stats", "table")]
+    assert others and not any("gpu=1" in r for r in others)
+    profile = yaml.safe_load((ROOT / "workflows/profiles/slurm/config.yaml").read_text())
+    assert profile["executor"] == "slurm"
+
+
+def test_invalid_config_fails_before_any_job_naming_the_key(tmp_path):
+    proc = snakemake("-n", "--nolock", "all", "--config", "threads=zero")
+    assert proc.returncode != 0
+    assert "config key 'threads'" in proc.stderr + proc.stdout
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("protocols:\n  unified:\n    train:\n      epoch: 3\n")
+    proc = snakemake("-n", "--nolock", "all", f"--configfile={bad}")
+    assert proc.returncode != 0
+    assert "protocols.unified.train.epoch" in proc.stderr + proc.stdout
+
+
+def test_missing_manual_dataset_says_where_to_put_the_archive(tmp_path):
+    flag = ROOT / "results" / "fetched" / "yahoo-set1.done"
+    assert not flag.exists()
+    proc = snakemake("--cores", "1", "--nolock", "results/fetched/yahoo-set1.done", "--configfile=config/paper.yaml",
+                     "--config", f"raw_dir={tmp_path / 'raw'}")
+    assert proc.returncode != 0
+    text = proc.stdout + proc.stderr
+    assert "yahoo" in text.lower() and str(tmp_path / "raw") in text and "dataset.tgz" in text
+    assert not flag.exists()
+
+
+# ----------------------------------------------------------------------------- compare
+
+
+COPIED = ("Snakefile", "workflows", "config", "examples", "results/frozen", "bench/report/paper_numbers.yaml")
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    """A copy of the workflow (and the committed frozen baselines) to run compare in."""
+    root = tmp_path_factory.mktemp("study")
+    for rel in COPIED:
+        src = ROOT / rel
+        if src.is_dir():
+            shutil.copytree(src, root / rel)
+        else:
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, root / rel)
+    return root
+
+
+def _compare(study: Path, *extra: str) -> subprocess.CompletedProcess:
+    return snakemake("--cores", "2", "compare", "--configfile=config/compare-example.yaml", *extra, cwd=study)
+
+
+def test_compare_trains_only_the_new_loss_and_tables_it_against_the_frozen_baselines(study):
+    manifest = json.loads((study / "results/frozen/default/syn-web/manifest.json").read_text())
+    proc = _compare(study)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    runs = sorted(p.relative_to(study / "results/runs").as_posix() for p in (study / "results/runs").rglob("scores.npy"))
+    assert runs == [f"compare/syn-web/Fold1/squared_hinge/seed{s}/scores.npy" for s in (0, 1)]
+    md = (study / "reports/compare/syn-web.md").read_text()
+    assert "Pairwise squared hinge (examples/my_loss.py) (new)" in md
+    for method in manifest["methods"]:
+        assert f"| {method}" in md or method in md
+    stats = pd.read_parquet(study / "results/stats/compare/syn-web.parquet")
+    assert set(stats.method) == {"squared_hinge", *manifest["methods"]}
+    assert stats.groupby("metric").is_best.sum().eq(1).all()
+
+
+def test_compare_refuses_a_changed_protocol(study):
+    changed = study / "changed.yaml"
+    changed.write_text("protocols:\n  unified:\n    train:\n      epochs: 2\n")
+    proc = snakemake("--cores", "2", "compare", "--configfile=config/compare-example.yaml", "changed.yaml",
+                     cwd=study)
+    assert proc.returncode != 0
+    assert "train.epochs: frozen 3, current 2" in proc.stdout + proc.stderr
+
+
+def test_compare_refuses_a_tampered_frozen_file(study):
+    target = study / "results/frozen/default/syn-web/baselines/ranknet.parquet"
+    original = target.read_bytes()
+    frame = pd.read_parquet(target)
+    frame.loc[0, "ndcg@10"] = 1.0 - frame.loc[0, "ndcg@10"]
+    frame.to_parquet(target, index=False)
+    try:
+        proc = _compare(study, "--forcerun", "check_frozen")
+        assert proc.returncode != 0
+        assert "ranknet.parquet fails its checksum" in proc.stdout + proc.stderr
+    finally:
+        target.write_bytes(original)
+
+
+def test_compare_refuses_changed_data(study):
+    meta_path = study / "results/prepared/syn-web/Fold1/meta.json"
+    original = meta_path.read_text()
+    meta = json.loads(original)
+    meta["fingerprint"] = "0" * 64  # as if prepare had produced different arrays
+    meta_path.write_text(json.dumps(meta))
+    try:
+        proc = _compare(study, "--forcerun", "check_frozen")
+        assert proc.returncode != 0
+        assert "dataset fingerprint of syn-web Fold1 differs" in proc.stdout + proc.stderr
+    finally:
+        meta_path.write_text(original)
+
+
+# ----------------------------------------------------------------------------- the full study
+
+
+@pytest.mark.slow
+def test_all_on_the_default_profile_produces_every_table_figure_and_the_report(tmp_path):
+    for rel in ("Snakefile", "workflows", "config", "examples", "bench/report/paper_numbers.yaml"):
+        src = ROOT / rel
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, tmp_path / rel)
+    started = time.perf_counter()
+    proc = snakemake("--cores", "2", "all", cwd=tmp_path, timeout=3600)
+    elapsed = time.perf_counter() - started
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    for table in ("pirank_table1", "neuralndcg_table3", "arf_table2", "listsize_table3", "sinkprop_letor",
+                  "unified_table"):
+        for fmt in ("md", "tex", "html"):
+            assert (tmp_path / f"reports/tables/{table}.{fmt}").stat().st_size > 0
+    for figure in ("scaling_figure", "temperature_figure", "listsize_figure", "recall_heatmap", "neuralndcg_curves"):
+        assert (tmp_path / f"reports/figures/{figure}.png").read_bytes()[:4] == b"\x89PNG"
+        assert (tmp_path / f"reports/figures/{figure}.pdf").read_bytes()[:4] == b"%PDF"
+    assert (tmp_path / "reports/report.html").stat().st_size > 10_000
+    print(f"snakemake --cores 2 all: {elapsed:.0f} s")

@@ -31,8 +31,8 @@ from bench.losses._common import discounts, gain
 NEURALSORT_CUBIC_MAX = 1000
 
 
-def neuralsort_full(s: Tensor, tau: float) -> Tensor:
-    """Full NeuralSort matrix ``[B, n, n]`` (rows = ranks) of full lists ``s [B, n]``."""
+def neuralsort_logits(s: Tensor, tau: float) -> Tensor:
+    """``((n + 1 - 2i) s - A 1) / tau`` for every rank ``i``: ``[B, n, n]`` (rows = ranks)."""
     n = s.shape[-1]
     a = (s.unsqueeze(-1) - s.unsqueeze(-2)).abs()
     if n <= NEURALSORT_CUBIC_MAX:
@@ -42,7 +42,18 @@ def neuralsort_full(s: Tensor, tau: float) -> Tensor:
     else:
         row_term = a.sum(dim=-1).unsqueeze(-2)
     scaling = (n + 1 - 2 * torch.arange(1, n + 1, dtype=s.dtype, device=s.device)).unsqueeze(-1)
-    return torch.softmax((scaling * s.unsqueeze(-2) - row_term) / tau, dim=-1)
+    return (scaling * s.unsqueeze(-2) - row_term) / tau
+
+
+def neuralsort_full(s: Tensor, tau: float) -> Tensor:
+    """Full NeuralSort matrix ``[B, n, n]`` (rows = ranks) of full lists ``s [B, n]``."""
+    return torch.softmax(neuralsort_logits(s, tau), dim=-1)
+
+
+def log_neuralsort_full(s: Tensor, tau: float) -> Tensor:
+    """``log`` of :func:`neuralsort_full` as a log-softmax (``log`` of the float32 matrix
+    underflows to ``-inf`` and turns ``0 * log 0`` into NaN)."""
+    return torch.log_softmax(neuralsort_logits(s, tau), dim=-1)
 
 
 def sinkhorn_dense(p: Tensor, n_iter: int) -> Tensor:
@@ -110,16 +121,17 @@ def neuralsort_ce(s: Tensor, y: Tensor, *, tau: float = 1.0) -> Tensor:
     ranked = torch.sort(y, dim=-1, descending=True).values
     hit = (y.unsqueeze(-2) == ranked.unsqueeze(-1)).to(s.dtype)
     target = hit / hit.sum(-1, keepdim=True)
-    log_p = torch.log(neuralsort_full(s, tau))
+    log_p = log_neuralsort_full(s, tau)
     return (-(target * log_p).sum((-1, -2)) / s.shape[-1]).mean()
 
 
 def _arf_parts(s: Tensor, y: Tensor, m: int, k: int, tau: float, tau_label: float) -> tuple[Tensor, Tensor]:
-    p_s = neuralsort_full(s, tau)
+    log_p_s = log_neuralsort_full(s, tau)
     p_v = neuralsort_full(y, tau_label)
     m, k = min(m, s.shape[-1]), min(k, s.shape[-1])
-    relax = -(p_v[:, :k].sum(1) * torch.log(p_s[:, :m].sum(1) / m)).sum(-1)
-    glob = -(p_v * torch.log(p_s)).sum((-1, -2))
+    log_top_m = torch.logsumexp(log_p_s[:, :m], dim=1) - math.log(m)  # log(colsum(P_s[:m]) / m)
+    relax = -(p_v[:, :k].sum(1) * log_top_m).sum(-1)
+    glob = -(p_v * log_p_s).sum((-1, -2))
     return relax, glob
 
 

@@ -145,16 +145,27 @@ def lambdaloss(
     check_k(k)
     check_positive(sigma, "sigma")
     s, mask_s, labels_s = sort_by_prediction(scores, mask, labels)
-    pairs = pair_mask(labels_s, mask_s)
-    weights = rank_weights(scheme, s.shape[-1], k, mu, s)
-    contributes = (pairs & (weights > 0)).flatten(1).any(dim=-1)
+    rank_w = rank_weights(scheme, s.shape[-1], k, mu, s)
     zero = torch.zeros((), dtype=s.dtype, device=s.device)
-    if scheme != "ranknet":
-        ideal = max_dcg(labels_s, mask_s, k)
-        contributes = contributes & (ideal > 0)
-        g = torch.where(mask_s, gain(labels_s), zero) / torch.where(ideal > 0, ideal, 1.0).unsqueeze(-1)
-        weights = weights * (g.unsqueeze(-1) - g.unsqueeze(-2)).abs()
-    weights = torch.where(pairs, weights, zero).detach()
+    with torch.no_grad():
+        if scheme == "ranknet":
+            weights = pair_mask(labels_s, mask_s).to(s.dtype).mul_(rank_w)
+            contributes = weights.flatten(1).amax(dim=-1) > 0
+        else:
+            ideal = max_dcg(labels_s, mask_s, k)
+            g = torch.where(mask_s, gain(labels_s), zero)
+            # |G_i - G_j| over pairs with y_i > y_j is relu(G_i - G_j) because the gain is
+            # strictly increasing. Shifting the real gains to be >= 0 (differences are
+            # unchanged) and padding to 0 makes relu vanish on (padded, real) pairs; the
+            # (real, padded) pairs are cleared by the real-column factor. In-place: the
+            # pair weights cost four passes and one [B, L, L] buffer.
+            low = torch.where(mask_s, g, torch.full((), float("inf"), dtype=s.dtype, device=s.device)).amin(-1, keepdim=True)
+            g = torch.where(mask_s, g - low, zero) / torch.where(ideal > 0, ideal, 1.0).unsqueeze(-1)
+            weights = (g.unsqueeze(-1) - g.unsqueeze(-2)).clamp_(min=0.0)
+            weights.mul_(mask_s.to(s.dtype).unsqueeze(-2)).mul_(rank_w)
+            real_y = torch.where(mask_s, labels_s, torch.full((), float("nan"), dtype=s.dtype, device=s.device))
+            has_pair = torch.nan_to_num(real_y, nan=-float("inf")).amax(-1) > torch.nan_to_num(real_y, nan=float("inf")).amin(-1)
+            contributes = has_pair & (ideal > 0)
     per_list = logistic_pair_sum(s, weights, sigma) / LN2
     return masked_mean_over_lists(per_list, contributes, s)
 

@@ -73,11 +73,14 @@ def masked_scores(scores: Tensor, mask: Tensor) -> Tensor:
 def pair_mask(labels: Tensor, mask: Tensor) -> Tensor:
     """``[B, L, L]`` bool: ``True`` where both items are real and ``y_i > y_j``.
 
+    Padded labels become NaN, and every comparison with NaN is False, so one comparison
+    pass over the pairs builds the whole mask. ``labels`` must be floating point.
+
     >>> pair_mask(torch.tensor([[2.0, 0.0, 1.0]]), torch.tensor([[True, True, False]])).int().tolist()
     [[[0, 1, 0], [0, 0, 0], [0, 0, 0]]]
     """
-    real = mask.unsqueeze(-1) & mask.unsqueeze(-2)
-    return (labels.unsqueeze(-1) > labels.unsqueeze(-2)) & real
+    y = torch.where(mask, labels, torch.full((), float("nan"), dtype=labels.dtype, device=labels.device))
+    return y.unsqueeze(-1) > y.unsqueeze(-2)
 
 
 def real_pair_mask(mask: Tensor) -> Tensor:

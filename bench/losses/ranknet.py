@@ -51,8 +51,8 @@ def ranknet(scores: Tensor, labels: Tensor, mask: Tensor, *, sigma: float = 1.0,
         pairs = pair_mask(labels_sorted, mask_sorted)
         top = torch.arange(s.shape[-1], device=s.device) < k  # sorted slot p has rank p + 1
         pairs = pairs & (top.unsqueeze(-1) | top.unsqueeze(-2))
-    n_pairs = pairs.sum(dim=(-1, -2))
-    total = logistic_pair_sum(s, pairs.to(s.dtype), sigma)
-    per_list = total / n_pairs.clamp(min=1).to(s.dtype)
-    return masked_mean_over_lists(per_list, n_pairs > 0, s)
+    weights = pairs.to(s.dtype)
+    n_pairs = weights.sum(dim=(-1, -2))
+    total = logistic_pair_sum(s, weights, sigma)
+    return masked_mean_over_lists(total / n_pairs.clamp(min=1.0), n_pairs > 0, s)
 

@@ -40,6 +40,15 @@ TABLES = (
     "sinkprop_letor",
     "unified_table",
 )
+# what each table reproduces (None: this suite's own table)
+TABLE_SOURCES = {
+    "pirank_table1": "PiRank (Swezey et al., NeurIPS 2021) Table 1",
+    "neuralndcg_table3": "NeuralNDCG (Pobrotyn & Bialobrzeski 2021) Table 3",
+    "arf_table2": "ARF (Wang et al. 2024) Table 2",
+    "listsize_table3": "PiRank (Swezey et al., NeurIPS 2021) Appendix Table 3",
+    "sinkprop_letor": "SinkProp (Adams & Zemel 2011) Fig. 2",
+    "unified_table": None,
+}
 FIGURES = ("scaling_figure", "temperature_figure", "listsize_figure", "recall_heatmap", "neuralndcg_curves")
 COMPARE_EXPERIMENT = "compare"
 

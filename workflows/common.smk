@@ -179,12 +179,12 @@ def temperature_runs():
     dataset = bc.resolve_role(config, spec["dataset"])
     fold = spec.get("fold") or config["datasets"][dataset]["folds"][0]
     seeds = spec.get("seeds") or config["protocols"][spec["protocol"]]["seeds"]
-    return {
-        config["methods"][m].get("label", m): [
-            RUN.format(experiment=spec["protocol"], dataset=dataset, fold=fold, method=m, seed=s) for s in seeds
-        ]
+    # a list of [label, run dirs] pairs: JSON keeps its order (the legend order)
+    return [
+        [config["methods"][m].get("label", m),
+         [RUN.format(experiment=spec["protocol"], dataset=dataset, fold=fold, method=m, seed=s) for s in seeds]]
         for m in spec["methods"]
-    }
+    ]
 
 
 # ----------------------------------------------------------------------------- specs (JSON for the CLI)
@@ -229,7 +229,7 @@ def table_spec_json(wildcards):
         "stats": config["stats"],
         "evaluation": config["evaluation"],
         "paper": spec.get("paper"),
-        "source": spec.get("title", table).split(":")[0],
+        "source": bc.TABLE_SOURCES.get(table),
     }
     return json.dumps(out, sort_keys=True)
 
@@ -260,7 +260,7 @@ def figure_inputs(wildcards):
     if figure == "scaling_figure":
         return ["results/perf/scaling.csv"]
     if figure == "temperature_figure":
-        return [f"{d}/curve.csv" for dirs in temperature_runs().values() for d in dirs]
+        return [f"{d}/curve.csv" for _, dirs in temperature_runs() for d in dirs]
     if figure == "listsize_figure":
         return [STATS.format(table=spec["table"])]
     if figure == "recall_heatmap":

@@ -28,6 +28,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
@@ -111,10 +112,14 @@ def scaling_figure(frame: pd.DataFrame, steps: int | None = None, batch_lists: i
 # ----------------------------------------------------------------------------- temperature
 
 
-def read_curves(runs: dict[str, list[str | os.PathLike]]) -> pd.DataFrame:
-    """Concatenate ``curve.csv`` of run directories: ``{label: [run_dir, ...]}`` (one per seed)."""
+def read_curves(runs) -> pd.DataFrame:
+    """Concatenate ``curve.csv`` of run directories.
+
+    ``runs``: ``[[label, [run_dir, ...]], ...]`` (one directory per seed; the order is the
+    legend order) or the same as a mapping.
+    """
     frames = []
-    for label, dirs in runs.items():
+    for label, dirs in (runs.items() if isinstance(runs, dict) else runs):
         for seed, run_dir in enumerate(dirs):
             path = Path(run_dir) / "curve.csv"
             if not path.exists():
@@ -150,6 +155,7 @@ def temperature_figure(curves: pd.DataFrame, metrics: list[str]):
         title = {"train_loss": "training loss", "relaxed": f"1 - training loss (dashed) vs validation {metric_label(hard)}"}
         ax.set_title(title.get(panel, f"validation {metric_label(panel)}"), fontsize=9)
         ax.set_xlabel("epoch")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel("loss" if panel == "train_loss" else "metric value")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=6)

@@ -164,6 +164,9 @@ def caption(spec: dict[str, Any], has_paper: bool) -> str:
     parts = []
     if spec.get("source"):
         parts.append(f"Reproduces {spec['source']}.")
+    if any(ds.get("stands_for") for ds in spec.get("datasets", [])):
+        parts.append("Synthetic stand-ins replace the paper's datasets: compare methods within this table, "
+                     "not with the paper's numbers.")
     if spec.get("profile"):
         parts.append(f"Profile: {spec['profile']}.")
     agg = (f"Mean over {n_seeds} seeds ± standard deviation of the per-seed means"

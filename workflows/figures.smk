@@ -5,7 +5,7 @@ rule figure:
     input:
         figure_inputs,
     output:
-        png=report("reports/figures/{figure}.png", caption="report/{figure}.rst", category="Figures"),
+        png=report("reports/figures/{figure}.png", caption="report/figures.rst", category="Figures"),
         pdf="reports/figures/{figure}.pdf",
     params:
         spec=figure_spec_json,

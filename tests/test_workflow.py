@@ -110,7 +110,8 @@ def test_missing_manual_dataset_says_where_to_put_the_archive(tmp_path):
 # ----------------------------------------------------------------------------- compare
 
 
-COPIED = ("Snakefile", "workflows", "config", "examples", "results/frozen", "bench/report/paper_numbers.yaml")
+COPIED = ("Snakefile", "environment.yml", "workflows", "config", "examples", "results/frozen",
+          "bench/report/paper_numbers.yaml")
 
 
 @pytest.fixture(scope="module")
@@ -138,9 +139,11 @@ def test_compare_trains_only_the_new_loss_and_tables_it_against_the_frozen_basel
     runs = sorted(p.relative_to(study / "results/runs").as_posix() for p in (study / "results/runs").rglob("scores.npy"))
     assert runs == [f"compare/syn-web/Fold1/squared_hinge/seed{s}/scores.npy" for s in (0, 1)]
     md = (study / "reports/compare/syn-web.md").read_text()
-    assert "Pairwise squared hinge (examples/my_loss.py) (new)" in md
+    assert "| Pairwise squared hinge (examples/my_loss.py) (new) |" in md
+    labels = yaml.safe_load((study / "config/default.yaml").read_text())["methods"]
     for method in manifest["methods"]:
-        assert f"| {method}" in md or method in md
+        assert f"| {labels[method]['label']} |" in md
+    assert f"protocol hash {manifest['protocol_hash'][:12]}" in md
     stats = pd.read_parquet(study / "results/stats/compare/syn-web.parquet")
     assert set(stats.method) == {"squared_hinge", *manifest["methods"]}
     assert stats.groupby("metric").is_best.sum().eq(1).all()
@@ -149,7 +152,7 @@ def test_compare_trains_only_the_new_loss_and_tables_it_against_the_frozen_basel
 def test_compare_refuses_a_changed_protocol(study):
     changed = study / "changed.yaml"
     changed.write_text("protocols:\n  unified:\n    train:\n      epochs: 2\n")
-    proc = snakemake("--cores", "2", "compare", "--configfile=config/compare-example.yaml", "changed.yaml",
+    proc = snakemake("--cores", "2", "compare", "--configfile", "config/compare-example.yaml", "changed.yaml",
                      cwd=study)
     assert proc.returncode != 0
     assert "train.epochs: frozen 3, current 2" in proc.stdout + proc.stderr
@@ -188,7 +191,7 @@ def test_compare_refuses_changed_data(study):
 
 @pytest.mark.slow
 def test_all_on_the_default_profile_produces_every_table_figure_and_the_report(tmp_path):
-    for rel in ("Snakefile", "workflows", "config", "examples", "bench/report/paper_numbers.yaml"):
+    for rel in ("Snakefile", "environment.yml", "workflows", "config", "examples", "bench/report/paper_numbers.yaml"):
         src = ROOT / rel
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, tmp_path / rel)

@@ -140,8 +140,10 @@ def _cli_compare(args) -> int:
     table_spec = {
         "name": f"compare_{spec['dataset']}",
         "title": f"New loss(es) vs the frozen baselines on {spec['dataset']}",
-        "source": f"the frozen baselines in {args.frozen} (protocol hash {manifest['protocol_hash'][:12]}, "
-                  f"frozen {manifest['created_at']}, commit {manifest['code_version']['git_commit'][:10]})",
+        "note": f"New losses trained under the frozen protocol against the frozen baselines in {args.frozen} "
+                f"(protocol hash {manifest['protocol_hash'][:12]}, frozen {manifest['created_at']}, "
+                f"commit {manifest['code_version']['git_commit'][:10]}); every check passed (file checksums, "
+                "protocol hash, dataset fingerprints).",
         "profile": spec.get("profile"),
         "datasets": [{"name": spec["dataset"]}],
         "methods": [{"name": m, "label": f"{labels.get(m, m)} (new)"} for m in new_methods]

@@ -164,6 +164,8 @@ def caption(spec: dict[str, Any], has_paper: bool) -> str:
     parts = []
     if spec.get("source"):
         parts.append(f"Reproduces {spec['source']}.")
+    if spec.get("note"):
+        parts.append(spec["note"])
     if any(ds.get("stands_for") for ds in spec.get("datasets", [])):
         parts.append("Synthetic stand-ins replace the paper's datasets: compare methods within this table, "
                      "not with the paper's numbers.")

@@ -436,13 +436,12 @@ def study_protocol(config: dict[str, Any], protocol: str, dataset: str) -> dict[
     Method-independent by construction; :func:`bench.frozen.protocol_hash` hashes it.
     """
     ds = config["datasets"][dataset]
-    proto = config["protocols"][protocol]
     model, train = protocol_for_dataset(config, protocol, dataset)
     return {
         "dataset": {"name": dataset, "source": ds["source"], "folds": list(ds["folds"]), "options": ds["options"]},
         "model": model,
         "train": train,
-        "seeds": list(proto["seeds"]),
+        "seeds": list(config["protocols"][protocol]["seeds"]),
         "evaluation": dict(config["evaluation"]),
         "metrics": list(config["freeze"]["metrics"]),
     }

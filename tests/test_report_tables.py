@@ -195,3 +195,16 @@ def test_paper_rows_name_methods_and_metrics_of_their_table():
         assert spec["paper"] == table
         assert set(grp.method) <= set(spec["methods"]), table
         assert set(grp.metric) <= set(spec["metrics"]), table
+
+
+def test_paper_profile_tables_get_the_transcribed_paper_column():
+    paper_cfg = bc.load_config(ROOT / "config" / "paper.yaml")
+    assert bc.table_roles(paper_cfg, "pirank_table1") == {"mslr-web30k": "mslr-web30k", "yahoo-set1": "yahoo-set1"}
+    assert bc.table_roles(paper_cfg, "arf_table2") == {"mslr-web30k-arf": "mslr-web30k", "istella-arf": "istella"}
+    stats = _stats([("mslr-web30k@Ltest=200", "ndcg@10", "pirank_ndcg_t1000", 0.4500, 0.001, 6306, True, True)])
+    spec = {"name": "pirank_table1", "paper": "pirank_table1", "list_sizes": [200], "seeds": [0, 1, 2],
+            "datasets": [{"name": "mslr-web30k", "role": "mslr-web30k"}],
+            "methods": [{"name": "pirank_ndcg_t1000", "label": "PiRank-NDCG"}], "metrics": ["ndcg@10"]}
+    table = T.build_table(stats, spec, load_paper_numbers())
+    assert table.blocks[0].header == ["Method", "NDCG@10", "paper (Δ)"]
+    assert table.blocks[0].rows[0][2].text == "0.4464 (+0.0036)"  # paper 0.446428

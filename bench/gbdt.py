@@ -2,10 +2,10 @@
 ``rank:ndcg``) on exactly the prepared arrays and folds the neural trainer uses.
 
 Python API: :func:`gbdt_run` ``(config, prepared_dir, out_dir, *, method, seed,
-device="auto", quiet=False) -> Path``; CLI::
+device="auto", quiet=False, threads=None) -> Path``; CLI::
 
     ltr-bench gbdt --prepared DIR --out RUN_DIR --method NAME --seed K --config CONFIG.yaml
-                   [--device auto|cpu|cuda] [--quiet]
+                   [--device auto|cpu|cuda] [--quiet] [--threads N]
 
 A GBDT method in the config::
 
@@ -307,12 +307,20 @@ def gbdt_run(
     seed: int,
     device: str = "auto",
     quiet: bool = False,
+    threads: int | None = None,
 ) -> Path:
-    """Train one GBDT method on a prepared fold with ``seed``; write the run directory."""
+    """Train one GBDT method on a prepared fold with ``seed``; write the run directory.
+
+    ``threads`` sets LightGBM's ``num_threads`` / XGBoost's ``nthread`` unless ``params``
+    already does (None: the library default, all cores).
+    """
     started = time.perf_counter()
     if device not in ("auto", "cpu", "cuda"):
         raise ConfigError(f"--device: must be auto, cpu or cuda, got {device!r}")
     cfg = resolve_gbdt_config(config, method)
+    thread_key = "num_threads" if cfg["gbdt"] == "lightgbm" else "nthread"
+    if threads and thread_key not in cfg["params"]:
+        cfg["params"][thread_key] = int(threads)
     from bench.data import load_prepared
     from bench.metrics import higher_is_better, summarize
 
@@ -431,7 +439,14 @@ def _cli_gbdt(args) -> int:
     try:
         config = load_config(args.config)
         out = gbdt_run(
-            config, args.prepared, args.out, method=args.method, seed=args.seed, device=args.device, quiet=args.quiet
+            config,
+            args.prepared,
+            args.out,
+            method=args.method,
+            seed=args.seed,
+            device=args.device,
+            quiet=args.quiet,
+            threads=args.threads or None,
         )
     except ConfigError as exc:
         raise CliError(str(exc)) from exc
@@ -451,4 +466,5 @@ def register_cli(subparsers) -> None:
     p.add_argument("--config", required=True, help="YAML or JSON config")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     p.add_argument("--quiet", action="store_true", help="no summary line")
+    p.add_argument("--threads", type=int, default=0, help="library threads (0: library default)")
     p.set_defaults(func=_cli_gbdt)

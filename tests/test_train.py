@@ -123,7 +123,8 @@ def test_two_cpu_runs_are_bit_identical(prepared, tmp_path):
 def _cli(prepared: Path, out: Path, cfg_path: Path, env_extra: dict | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": str(torch.get_num_threads()), **(env_extra or {})}
     cmd = [sys.executable, "-m", "bench.cli", "train", "--prepared", str(prepared), "--out", str(out),
-           "--method", "ranknet", "--seed", "1", "--config", str(cfg_path), "--device", "cpu", "--quiet"]
+           "--method", "ranknet", "--seed", "1", "--config", str(cfg_path), "--device", "cpu", "--quiet",
+           "--threads", "1"]
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
 
 

@@ -13,7 +13,9 @@ references of :mod:`bench.perf_reference`, measured in the same run.
 Measurement protocol (also written into the table's header):
 
 * time: one untimed warm-up call, then ``--repeats`` timed calls (``perf_counter``,
-  CUDA synchronised); the table shows the median. A call slower than 5 s is timed once.
+  CUDA synchronised); the table shows the minimum, the least-disturbed call (timeit's
+  convention: on a shared machine other processes only ever add time). A call slower
+  than 5 s is timed once.
 * peak memory, CPU: tracemalloc cannot see torch's allocator, so we use the kernel's
   resident-set high-water mark: before the first timed call we ``malloc_trim(0)`` (hand
   freed heap pages back), reset ``VmHWM`` by writing ``5`` to ``/proc/self/clear_refs``
@@ -36,7 +38,6 @@ import argparse
 import ctypes
 import gc
 import platform
-import statistics
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -133,7 +134,7 @@ def _sync(device: torch.device) -> None:
 
 
 def measure(fn: Callable[[torch.Tensor], torch.Tensor], scores: torch.Tensor, repeats: int) -> Measurement:
-    """Median forward+backward time of ``fn(scores)`` and the peak memory of one call."""
+    """Minimum forward+backward time of ``fn(scores)`` and the peak memory of one call."""
     device = scores.device
     memory = PeakMemory(device)
 
@@ -155,7 +156,7 @@ def measure(fn: Callable[[torch.Tensor], torch.Tensor], scores: torch.Tensor, re
     n_more = 0 if max(warm, first) > SLOW_CALL_S else max(repeats - 1, 0)
     for _ in range(n_more):
         times.append(once()[0])
-    return Measurement(statistics.median(times), peak, value)
+    return Measurement(min(times), peak, value)
 
 
 # --------------------------------------------------------------------------- the losses suite
@@ -223,6 +224,7 @@ def run_losses(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise CliError(f"--losses: {exc}") from exc
     itemsize = torch.empty((), dtype=dtype).element_size()
+    load = _loadavg()
     rows: list[list[str]] = []
     results: dict[tuple[int, str], dict[str, Any]] = {}
     errors = 0
@@ -246,9 +248,9 @@ def run_losses(args: argparse.Namespace) -> int:
             if ref is None:
                 row += ["none (O(n) loss)", "", "", "", "", ""]
             else:
-                fn, kind = ref
+                fn, kind, label = ref
                 b = reference_lists(name, kind, length, args.batch, itemsize, args.ref_budget_mib, args.pair_budget)
-                what = _reference_label(kind, length)
+                what = _reference_label(label, length)
                 try:
                     sub = slice(0, b)
                     refm = measure(lambda s: fn(s, labels[sub]), scores[sub], args.repeats)
@@ -263,18 +265,18 @@ def run_losses(args: argparse.Namespace) -> int:
             results[(length, name)] = entry
             rows.append(row)
             print(" | ".join(row), flush=True)
-    table = _render(args, device, dtype, rows, results)
+    table = _render(args, device, dtype, rows, results, load)
     print(table)
     write_text(args.out, table)
     print(f"wrote {args.out}")
     return 1 if errors else 0
 
 
-def _reference_label(kind: str, length: int) -> str:
-    if kind == "index":
-        return "Python index lists"
-    product = "A@11^T (cubic)" if length <= perf_reference.NEURALSORT_CUBIC_MAX else "dense row sum"
-    return f"dense NeuralSort, {product}"
+def _reference_label(label: str, length: int) -> str:
+    if "NeuralSort" not in label:
+        return label
+    product = "row sums by A@11^T (cubic)" if length <= perf_reference.NEURALSORT_CUBIC_MAX else "dense row sums"
+    return f"{label}; {product}"
 
 
 def _targets(results: dict[tuple[int, str], dict[str, Any]], batch: int) -> list[str]:
@@ -302,7 +304,15 @@ def _targets(results: dict[tuple[int, str], dict[str, Any]], batch: int) -> list
     return lines
 
 
-def _render(args, device, dtype, rows, results) -> str:
+def _loadavg() -> str:
+    try:
+        with open("/proc/loadavg", encoding="ascii") as fh:
+            return " ".join(fh.read().split()[:3])
+    except OSError:
+        return "n/a"
+
+
+def _render(args, device, dtype, rows, results, load: str) -> str:
     memory = PeakMemory(device).method
     head = [
         "# Loss performance: forward + backward",
@@ -311,7 +321,8 @@ def _render(args, device, dtype, rows, results) -> str:
         f"- device {device} ({platform.processor() or platform.machine()}, torch {torch.__version__}, "
         f"{torch.get_num_threads()} threads), dtype {str(dtype).replace('torch.', '')}, B = {args.batch} full lists "
         f"per call, scores ~ N(0, 1), labels uniform on 0..4, seed {args.seed}, default hyperparameters",
-        f"- time: median of {args.repeats} timed calls after one warm-up (calls > {SLOW_CALL_S:g} s timed once)",
+        f"- time: minimum of {args.repeats} timed calls after one warm-up (calls > {SLOW_CALL_S:g} s timed once); "
+        f"load average at start {load}, at end {_loadavg()} (1/5/15 min)",
         f"- peak memory: {memory}, extra memory of one call above the resident set before it",
         f"- references (bench/perf_reference.py) measured on b lists, time scaled by B/b; dense-reference b from "
         f"a {args.ref_budget_mib:g} MiB budget, index-list b from a {args.pair_budget:g}-pair budget; NeuralSort "

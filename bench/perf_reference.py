@@ -234,19 +234,20 @@ def approxndcg(s: Tensor, y: Tensor, *, alpha: float = 10.0) -> Tensor:
     return torch.stack(per_list).mean()
 
 
-# loss name -> (reference function, how it is built: "dense" or "index")
+# loss name -> (reference function, subset rule "dense" or "index", what it builds)
+_NS = "full NeuralSort matrix"
 REFERENCES = {
-    "pirank_ndcg": (pirank_ndcg, "dense"),
-    "pirank_arp": (pirank_arp, "dense"),
-    "neuralndcg": (neuralndcg, "dense"),
-    "neuralndcg_transposed": (neuralndcg_transposed, "dense"),
-    "sinkprop": (sinkprop, "dense"),
-    "arf": (arf, "dense"),
-    "arf_relax": (arf_relax, "dense"),
-    "neuralsort_ce": (neuralsort_ce, "dense"),
-    "approxndcg": (approxndcg, "index"),
-    "lambdaloss": (lambdaloss, "index"),
-    "lambda_recall": (lambda_recall, "index"),
-    "lambda_opa": (lambda_opa, "index"),
-    "ranknet": (ranknet, "index"),
+    "pirank_ndcg": (pirank_ndcg, "dense", f"{_NS} (all n rows), depth 1"),
+    "pirank_arp": (pirank_arp, "dense", f"{_NS} (all n rows), depth 1"),
+    "neuralndcg": (neuralndcg, "dense", f"{_NS} + dense autograd Sinkhorn, 30 it."),
+    "neuralndcg_transposed": (neuralndcg_transposed, "dense", f"{_NS}^T + dense autograd Sinkhorn, 30 it."),
+    "sinkprop": (sinkprop, "dense", "dense M via permutation-matrix product + dense autograd Sinkhorn, 5 it."),
+    "arf": (arf, "dense", f"{_NS} of scores and of labels"),
+    "arf_relax": (arf_relax, "dense", f"{_NS} of scores and of labels"),
+    "neuralsort_ce": (neuralsort_ce, "dense", f"{_NS} + dense target"),
+    "approxndcg": (approxndcg, "index", "Python index lists of (i, j != i)"),
+    "lambdaloss": (lambdaloss, "index", "Python index lists of labelled pairs"),
+    "lambda_recall": (lambda_recall, "index", "Python index lists of labelled pairs"),
+    "lambda_opa": (lambda_opa, "index", "Python index lists of labelled pairs"),
+    "ranknet": (ranknet, "index", "Python index lists of labelled pairs"),
 }

@@ -25,4 +25,4 @@ rule gbdt:
     shell:
         "OMP_NUM_THREADS={threads} ltr-bench gbdt --prepared {input.prepared} --out {params.run_dir} "
         "--method {wildcards.method} --seed {wildcards.seed} --config {input.config} --device {params.device} "
-        "--quiet > {log} 2>&1"
+        "--threads {threads} --quiet > {log} 2>&1"

@@ -45,4 +45,4 @@ rule train:
         # the repository root on PYTHONPATH: user losses are `package.module:function`
         'export PYTHONPATH="$PWD${{PYTHONPATH:+:$PYTHONPATH}}" OMP_NUM_THREADS={threads}; '
         "ltr-bench train --prepared {input.prepared} --out {params.run_dir} --method {wildcards.method} "
-        "--seed {wildcards.seed} --config {input.config} --device {params.device} --quiet > {log} 2>&1"
+        "--seed {wildcards.seed} --config {input.config} --device {params.device} --threads {threads} --quiet > {log} 2>&1"

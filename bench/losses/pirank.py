@@ -90,19 +90,10 @@ def _temperatures(tau, depth: int) -> tuple[float, ...]:
     return taus
 
 
-def pirank_topk(scores: Tensor, mask: Tensor, k: int | None = 10, tau=1.0, depth: int = 1,
-                branching: Sequence[int] | None = None) -> Tensor:
-    r"""Top-``k`` rows of the relaxed sort matrix from the divide-and-conquer tree, ``[B, k, L]``.
+def _tree(scores: Tensor, mask: Tensor, k: int | None, tau, depth: int, branching: Sequence[int] | None):
+    """The tree on each list's compacted real items: ``(P [B, k, W], order [B, W])``.
 
-    ``k`` is clipped to the longest list (``None`` = all rows); rows beyond a list's length
-    and columns of padded items are 0. ``depth=1`` equals ``neuralsort(scores, mask, tau, k)``.
-
-    Figure 4 of the paper (b = (3, 2), k = 2): the root holds (0.7, 0.5) as tau -> 0.
-
-    >>> s = torch.tensor([[0.2, 0.5, 0.3, 0.4, 0.1, 0.7]], dtype=torch.float64)
-    >>> P = pirank_topk(s, torch.ones_like(s, dtype=torch.bool), k=2, tau=1e-3, branching=(3, 2))
-    >>> [round(v, 6) for v in (P @ s[0]).tolist()[0]]
-    [0.7, 0.5]
+    Column ``c`` of ``P`` is item ``order[:, c]`` of the input (``W`` = longest list).
     """
     if scores.dim() != 2 or scores.shape != mask.shape:
         raise ValueError(f"scores and mask must be [B, L] of one shape, got {tuple(scores.shape)}, {tuple(mask.shape)}")
@@ -124,23 +115,52 @@ def pirank_topk(scores: Tensor, mask: Tensor, k: int | None = 10, tau=1.0, depth
     valid = torch.nn.functional.pad(valid, (0, leaves - width), value=False)
     y = vals[:, :, None]  # [B, nodes, values per node]
     ok = valid[:, :, None]
-    p = torch.ones(bsz, leaves, 1, 1, dtype=dtype, device=device)  # [B, nodes, rows, leaves below]
+    p = None  # [B, nodes, rows, leaves below]; the leaves' own "matrix" is 1
     k_prev = 1
-    for b_j, tau_j in zip(b, taus):
+    for level, (b_j, tau_j) in enumerate(zip(b, taus)):
         nodes = y.shape[1] // b_j
         cand = y.reshape(bsz, nodes, b_j * k_prev)
         cand_ok = ok.reshape(bsz, nodes, b_j * k_prev)
         k_j = min(kk, k_prev * b_j)
         q = neuralsort(cand, cand_ok, tau_j, k_j)  # [B, nodes, k_j, b_j * k_prev]
-        y = (q @ cand[..., None])[..., 0]
-        ok = torch.arange(k_j, device=device) < cand_ok.sum(-1, keepdim=True)
-        below = p.shape[-1]
-        p = torch.einsum("bnlqc,bnqcs->bnlqs", q.reshape(bsz, nodes, k_j, b_j, k_prev),
-                         p.reshape(bsz, nodes, b_j, k_prev, below)).reshape(bsz, nodes, k_j, b_j * below)
+        if level + 1 < len(b):  # values are only needed by the next level
+            y = (q @ cand[..., None])[..., 0]
+            ok = torch.arange(k_j, device=device) < cand_ok.sum(-1, keepdim=True)
+        if p is None:
+            p = q  # P^(1) = Q^(1): each leaf maps to itself
+        else:
+            below = p.shape[-1]
+            p = torch.einsum("bnlqc,bnqcs->bnlqs", q.reshape(bsz, nodes, k_j, b_j, k_prev),
+                             p.reshape(bsz, nodes, b_j, k_prev, below)).reshape(bsz, nodes, k_j, b_j * below)
         k_prev = k_j
-    p = p[:, 0, :, :width]  # filler columns are exactly 0
-    out = torch.zeros(bsz, kk, length, dtype=dtype, device=device)
+    return p[:, 0, :, :width], order  # filler columns are exactly 0
+
+
+def pirank_topk(scores: Tensor, mask: Tensor, k: int | None = 10, tau=1.0, depth: int = 1,
+                branching: Sequence[int] | None = None) -> Tensor:
+    r"""Top-``k`` rows of the relaxed sort matrix from the divide-and-conquer tree, ``[B, k, L]``.
+
+    ``k`` is clipped to the longest list (``None`` = all rows); rows beyond a list's length
+    and columns of padded items are 0. ``depth=1`` equals ``neuralsort(scores, mask, tau, k)``.
+
+    Figure 4 of the paper (b = (3, 2), k = 2): the root holds (0.7, 0.5) as tau -> 0.
+
+    >>> s = torch.tensor([[0.2, 0.5, 0.3, 0.4, 0.1, 0.7]], dtype=torch.float64)
+    >>> P = pirank_topk(s, torch.ones_like(s, dtype=torch.bool), k=2, tau=1e-3, branching=(3, 2))
+    >>> [round(v, 6) for v in (P @ s[0]).tolist()[0]]
+    [0.7, 0.5]
+    """
+    p, order = _tree(scores, mask, k, tau, depth, branching)
+    bsz, kk, width = p.shape
+    out = torch.zeros(bsz, kk, scores.shape[1], dtype=p.dtype, device=p.device)
     return out.scatter(2, order[:, None, :].expand(bsz, kk, width), p)
+
+
+def _relaxed_top(scores: Tensor, values: Tensor, mask: Tensor, k, tau, depth, branching) -> Tensor:
+    """``[P_hat values]_j`` for the top rows ``j``, ``[B, k]``, without un-compacting ``P_hat``."""
+    p, order = _tree(scores, mask, k, tau, depth, branching)
+    # row vector times P^T: the fast BLAS layout for a batched matrix-vector product
+    return torch.bmm(values.gather(1, order)[:, None, :], p.transpose(1, 2))[:, 0, :]
 
 
 def hard_order(scores: Tensor, mask: Tensor) -> Tensor:
@@ -175,14 +195,14 @@ def pirank_ndcg(scores: Tensor, labels: Tensor, mask: Tensor, k: int | None = 10
     (0.8262, 0.8262)
     """
     labels = check_loss_inputs(scores, labels, mask)
-    p = pirank_topk(scores, mask, k, tau, depth, branching)
-    kk = p.shape[1]
     zero = torch.zeros((), dtype=scores.dtype, device=scores.device)
     g = torch.where(mask, gain(labels), zero)
+    top = _relaxed_top(scores, g, mask, k, tau, depth, branching)
+    kk = top.shape[1]
     disc = discounts(kk, like=scores)
     ideal = max_dcg(labels, mask, k)
     safe = torch.where(ideal > 0, ideal, torch.ones_like(ideal))
-    relaxed = 1.0 - ((p @ g[:, :, None])[..., 0] * disc).sum(-1) / safe
+    relaxed = 1.0 - (top * disc).sum(-1) / safe
     hard = 1.0 - (_hard_top(scores, g, mask, kk) * disc).sum(-1) / safe
     contributes = (mask.sum(-1) >= 2) & (ideal > 0)
     return masked_mean_over_lists(_combine(relaxed, hard, straight_through), contributes, scores)
@@ -205,8 +225,8 @@ def pirank_arp(scores: Tensor, labels: Tensor, mask: Tensor, k: int | None = Non
     2.0
     """
     labels = check_loss_inputs(scores, labels, mask)
-    p = pirank_topk(scores, mask, k, tau, depth, branching)
-    kk = p.shape[1]
+    top = _relaxed_top(scores, labels, mask, k, tau, depth, branching)
+    kk = top.shape[1]
     pos = torch.arange(1, kk + 1, dtype=scores.dtype, device=scores.device)
     total = labels.sum(-1)  # padded labels are 0
     truncated = mask.sum(-1) > kk
@@ -216,7 +236,7 @@ def pirank_arp(scores: Tensor, labels: Tensor, mask: Tensor, k: int | None = Non
         tail = torch.where(truncated, (kk + 1) * (total - top.sum(-1)), torch.zeros_like(total))
         return ((top * pos).sum(-1) + tail) / safe
 
-    relaxed = arp((p @ labels[:, :, None])[..., 0])
+    relaxed = arp(top)
     hard = arp(_hard_top(scores, labels, mask, kk))
     contributes = (mask.sum(-1) >= 2) & (total > 0)
     return masked_mean_over_lists(_combine(relaxed, hard, straight_through), contributes, scores)

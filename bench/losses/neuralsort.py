@@ -113,14 +113,14 @@ def abs_diff_row_sums(scores: Tensor, mask: Tensor) -> Tensor:
     return out.reshape(*lead, length)
 
 
-def neuralsort_logits(scores: Tensor, mask: Tensor, tau: float, k: int | None = None):
-    r"""Logits :math:`((n+1-2i) s - A\mathbf 1)/\tau` of the first ``k`` rows, flattened.
+def neuralsort_parts(scores: Tensor, mask: Tensor, tau: float, k: int | None = None):
+    r"""The factors of the logits, :math:`z_{ij} = c_i\, s_j + b_j`, flattened to ``[N, .]``.
 
-    Returns ``(z, row_valid, col_ok)`` with ``z`` of shape ``[N, k, L]`` (``N`` = product of
-    the leading dimensions), padded columns set to ``-inf``; ``row_valid[N, k]`` is
-    ``i <= n``; ``col_ok[N, L]`` is the mask, except that a list with no real item keeps all
-    columns (its rows are all invalid) so that no softmax ever sees only ``-inf``.
-    Building block for :func:`neuralsort` and the losses; most callers want those.
+    Returns ``(coef, s, bias, row_valid, col_ok)``: ``coef[N, k] = (n + 1 - 2i)/tau``, the
+    centred scores ``s[N, L]`` (0 for padding), ``bias[N, L] = -(A 1)/tau`` (``-inf`` for
+    padded columns), ``row_valid[N, k]`` (``i <= n``) and ``col_ok[N, L]``: the mask, except
+    that a list with no real item keeps all columns (its rows are all invalid) so that no
+    softmax ever sees only ``-inf``.
     """
     _check(scores, mask)
     if not tau > 0:
@@ -142,9 +142,20 @@ def neuralsort_logits(scores: Tensor, mask: Tensor, tau: float, k: int | None = 
     coef = (n[:, None] + 1 - 2 * ranks[None, :]).to(dtype) / tau  # [N, k]
     col_ok = m | (n == 0)[:, None]
     bias = torch.where(col_ok, -r / tau, torch.full((), float("-inf"), dtype=dtype, device=device))
+    row_valid = ranks[None, :] <= n[:, None]
+    return coef, s, bias, row_valid, col_ok
+
+
+def neuralsort_logits(scores: Tensor, mask: Tensor, tau: float, k: int | None = None):
+    r"""Logits :math:`((n+1-2i) s - A\mathbf 1)/\tau` of the first ``k`` rows, flattened.
+
+    Returns ``(z, row_valid, col_ok)`` with ``z`` of shape ``[N, k, L]`` (``N`` = product of
+    the leading dimensions), padded columns set to ``-inf``; see :func:`neuralsort_parts`.
+    Building block for :func:`neuralsort` and the losses; most callers want those.
+    """
+    coef, s, bias, row_valid, col_ok = neuralsort_parts(scores, mask, tau, k)
     # One fused outer product + bias: z_ij = coef_i * s_j + bias_j (padded s_j = 0, bias -inf).
     z = torch.baddbmm(bias[:, None, :], coef[:, :, None], s[:, None, :])
-    row_valid = ranks[None, :] <= n[:, None]
     return z, row_valid, col_ok
 
 

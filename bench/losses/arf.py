@@ -17,9 +17,12 @@ Choices fixed here:
 
 * ``m`` and ``k`` are clipped to each list's length ``n`` (and ``1/m`` uses the clipped
   value), so :math:`\frac1m\sum_{i\le m} P_s[i,:]` stays a distribution over the items.
-* Every logarithm is taken in the log domain: :math:`\log P_s` is a log-softmax and
-  :math:`\log \sum_{i \le m} P_s[i, j]` a log-sum-exp over those rows. No value is ever
-  clamped, so the forward value carries no clamp bias at all (the spec allows 1e-12).
+* Every logarithm is taken in the log domain: :math:`\log P_s[i, j] = z_{ij} - \mathrm{LSE}_j z_{ij}`
+  from the NeuralSort logits and :math:`\log \sum_{i \le m} P_s[i, j]` a log-sum-exp over
+  those rows. No value is ever clamped, so the forward value carries no clamp bias at all
+  (the spec allows 1e-12). :math:`L_{global}` uses that the rows of :math:`P_v` sum to 1:
+  :math:`\sum_h P_v[i,h] \log P_s[i,h] = c_i [P_v s]_i + [P_v b]_i - \mathrm{LSE}_i`, so only
+  one :math:`n \times n` logit matrix carries gradients. :math:`P_v` is a constant (labels are data).
 * :math:`\alpha` is a learnable scalar (init 1) of the :class:`ARFLoss` module, cast to the
   scores' dtype and device on every call so it may live anywhere.
 
@@ -36,7 +39,7 @@ import torch
 from torch import Tensor, nn
 
 from bench.losses._common import masked_mean_over_lists
-from bench.losses.neuralsort import check_loss_inputs, neuralsort, neuralsort_log
+from bench.losses.neuralsort import check_loss_inputs, neuralsort, neuralsort_parts
 
 
 def _rows_below(limit: Tensor, n_rows: int) -> Tensor:
@@ -51,23 +54,36 @@ def _arf_terms(scores: Tensor, labels: Tensor, mask: Tensor, m: int, k: int, tau
         raise ValueError(f"m and k must be >= 1, got m={m}, k={k}")
     length = scores.shape[-1]
     n = mask.sum(-1)
-    zero = torch.zeros((), dtype=scores.dtype, device=scores.device)
-    rows_s = length if with_global else min(int(m), length)
-    rows_v = length if with_global else min(int(k), length)
-    logp_s = neuralsort_log(scores, mask, tau, rows_s)  # [B, rows_s, L], 0 outside the block
-    p_v = neuralsort(labels, mask, tau_label, rows_v)  # [B, rows_v, L]
+    dtype, device = scores.dtype, scores.device
+    zero = torch.zeros((), dtype=dtype, device=device)
+    low = torch.full((), float("-inf"), dtype=dtype, device=device)
+    rows_m, rows_k = min(int(m), length), min(int(k), length)
+    rows_s = length if with_global else rows_m
+    rows_v = length if with_global else rows_k
+    # log P_s[i, j] = z_ij - LSE_j z_ij with z_ij = coef_i s_j + bias_j (one logit matrix).
+    coef, s, bias, row_valid, _ = neuralsort_parts(scores, mask, tau, rows_s)
+    z = torch.baddbmm(bias[:, None, :], coef[:, :, None], s[:, None, :])
+    lse = torch.logsumexp(z, dim=-1)  # [B, rows_s]
+    with torch.no_grad():  # labels are data: P_v is a constant of the loss
+        p_v = neuralsort(labels, mask, tau_label, rows_v)  # [B, rows_v, L]
     m_eff = n.clamp(max=int(m))
     k_eff = n.clamp(max=int(k))
     # Column weights: how much of item j lies in the label top-k.
-    w = (p_v * _rows_below(k_eff, rows_v)[:, :, None]).sum(1)
-    # log( sum_{i < m} P_s[i, j] ) by log-sum-exp over the selected rows (at least one row,
-    # so an empty list never reaches an all -inf reduction).
-    sel = _rows_below(m_eff.clamp(min=1), rows_s)[:, :, None]
-    low = torch.full((), float("-inf"), dtype=scores.dtype, device=scores.device)
-    log_col = torch.logsumexp(torch.where(sel, logp_s, low), dim=1)
-    log_m = torch.log(m_eff.clamp(min=1).to(scores.dtype))
+    w = (p_v[:, :rows_k] * _rows_below(k_eff, rows_k)[:, :, None]).sum(1)
+    # log( sum_{i < m} P_s[i, j] ) by log-sum-exp over the selected rows (at least one row, and
+    # padded columns set to 0 first, so no reduction ever sees only -inf).
+    logp_top = torch.where(mask[:, None, :], z[:, :rows_m] - lse[:, :rows_m, None], zero)
+    sel = _rows_below(m_eff.clamp(min=1), rows_m)[:, :, None]
+    log_col = torch.logsumexp(torch.where(sel, logp_top, low), dim=1)
+    log_m = torch.log(m_eff.clamp(min=1).to(dtype))
     relax = -torch.where(mask, w * (log_col - log_m[:, None]), zero).sum(-1)
-    glob = -(p_v * logp_s).sum((1, 2)) if with_global else None
+    glob = None
+    if with_global:
+        # sum_h P_v[i, h] log P_s[i, h] = coef_i [P_v s]_i + [P_v bias]_i - LSE_i  (rows of P_v sum to 1)
+        b0 = torch.where(mask, bias, zero)
+        pv_s = torch.bmm(torch.stack([s, b0], 1), p_v.transpose(1, 2))  # [B, 2, L]: rows P_v s, P_v b
+        row = coef * pv_s[:, 0] + pv_s[:, 1] - lse
+        glob = -torch.where(row_valid, row, zero).sum(-1)
     return relax, glob, n >= 2
 
 

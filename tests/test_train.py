@@ -160,8 +160,13 @@ def test_resume_after_kill_equals_uninterrupted(prepared, tmp_path):
 
 @pytest.fixture
 def user_losses(tmp_path, monkeypatch):
-    """A user module with deliberately broken losses, importable as ``bad_losses:...``."""
-    (tmp_path / "bad_losses.py").write_text(
+    """A user module with deliberately broken losses, importable as ``train_bad_losses:...``.
+
+    The module name is unique to this file (and evicted from ``sys.modules``) so another
+    test's user module of a similar name cannot shadow it.
+    """
+    monkeypatch.delitem(sys.modules, "train_bad_losses", raising=False)
+    (tmp_path / "train_bad_losses.py").write_text(
         textwrap.dedent(
             '''
             import torch
@@ -180,7 +185,7 @@ def user_losses(tmp_path, monkeypatch):
     return tmp_path
 
 
-@pytest.mark.parametrize("loss, what", [("bad_losses:nan_loss", "loss"), ("bad_losses:nan_grad_loss", "gradient")])
+@pytest.mark.parametrize("loss, what", [("train_bad_losses:nan_loss", "loss"), ("train_bad_losses:nan_grad_loss", "gradient")])
 def test_non_finite_loss_or_gradient_stops_without_results(prepared, tmp_path, user_losses, loss, what):
     cfg = _config()
     cfg["methods"]["bad"] = {"loss": loss}

@@ -57,8 +57,16 @@ def masked_mean_over_lists(per_list: Tensor, contributes: Tensor, scores: Tensor
 
     Non-contributing entries are excluded with ``torch.where`` (not multiplied by 0), so a
     NaN or inf computed for a degenerate list can never leak into the value or gradient.
+    The ``0 * scores`` term that keeps the graph connected goes through ``nan_to_num``, so
+    a non-finite score in the padding cannot leak either.
+
+    >>> s = torch.tensor([[1.0, float("nan")]], requires_grad=True)
+    >>> v = masked_mean_over_lists(torch.tensor([2.0]), torch.tensor([True]), s); v.backward()
+    >>> v.item(), s.grad.tolist()
+    (2.0, [[0.0, 0.0]])
     """
     zero = torch.zeros((), dtype=per_list.dtype, device=per_list.device)
     total = torch.where(contributes, per_list, zero).sum()
     count = contributes.sum()
-    return torch.where(count > 0, total / count.clamp(min=1), zero) + 0.0 * scores.sum()
+    graph_link = 0.0 * torch.nan_to_num(scores, nan=0.0, posinf=0.0, neginf=0.0).sum()
+    return torch.where(count > 0, total / count.clamp(min=1), zero) + graph_link

@@ -30,7 +30,10 @@ class CliError(Exception):
 
 
 def _build_parser(wanted: str | None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ltr-bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="ltr-bench",
+        description="Learning-to-rank benchmark suite: each Snakemake rule calls one of these commands.",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for module_name, commands in STAGES.items():

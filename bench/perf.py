@@ -1,14 +1,27 @@
 """``ltr-bench perf``: performance suites, printed and written as markdown tables.
 
 Suites live in :data:`SUITES` (name -> :class:`PerfSuite`); ``register_cli`` turns each
-into ``ltr-bench perf <suite>``, so adding ``perf scaling``, ``perf train`` or ``perf all``
-is one more entry. Only the ``losses`` suite exists here:
+into ``ltr-bench perf <suite>``:
+
+* ``losses`` (this module): forward + backward of every loss vs textbook references;
+* ``scaling`` (:mod:`bench.perf_scaling`): PiRank Fig. 7, training-step wall-clock vs L;
+* ``train`` (:mod:`bench.perf_train`): training throughput and the data pipeline's share;
+* ``parse`` and ``metrics`` (:mod:`bench.perf_data`): SVMlight parsing vs scikit-learn,
+  prepared-cache reload, all metrics on an MSLR-sized fold vs a per-query loop;
+* ``study`` (:mod:`bench.perf_study`): slowest Snakemake jobs from their benchmark files;
+* ``all`` (:mod:`bench.perf_all`): every suite, one markdown per suite, the scaling
+  figure, a targets summary, and with ``--device cuda`` a GPU report.
+
+Each suite's ``report(args)`` measures, writes its outputs atomically and returns a
+:class:`bench.perf_common.SuiteResult`; its ``run(args)`` is the CLI entry (exit status).
 
 ``ltr-bench perf losses [--device cpu|cuda|auto] [--lengths 100,1000,3375] [--batch 16]
-[--repeats N] [--out reports/perf/losses.md]`` times forward + backward of every
-registered loss at its default hyperparameters on ``B`` full lists of length ``L``
-(scores ~ N(0, 1), labels uniform on 0..4, float32 by default) next to the textbook
-references of :mod:`bench.perf_reference`, measured in the same run.
+[--repeats N] [--only-at L=loss,loss ...] [--out reports/perf/losses.md]`` times forward +
+backward of every registered loss at its default hyperparameters on ``B`` full lists of
+length ``L`` (scores ~ N(0, 1), labels uniform on 0..4, float32 by default) next to the
+textbook references of :mod:`bench.perf_reference`, measured in the same run.
+``--only-at 3375=pirank_ndcg`` restricts one length to a subset of the losses (the dense
+references of the other losses take minutes there).
 
 Measurement protocol (also written into the table's header):
 
@@ -16,13 +29,9 @@ Measurement protocol (also written into the table's header):
   CUDA synchronised); the table shows the minimum, the least-disturbed call (timeit's
   convention: on a shared machine other processes only ever add time). A call slower
   than 5 s is timed once.
-* peak memory, CPU: tracemalloc cannot see torch's allocator, so we use the kernel's
-  resident-set high-water mark: before the first timed call we ``malloc_trim(0)`` (hand
-  freed heap pages back), reset ``VmHWM`` by writing ``5`` to ``/proc/self/clear_refs``
-  and read ``VmRSS``; after it we read ``VmHWM``. Peak = HWM - RSS before, i.e. the extra
-  resident memory the call needed at its high point (page granular; everything the process
-  touched, torch or not). Where ``/proc`` is unavailable the column says ``n/a``.
-  CUDA: ``torch.cuda.max_memory_allocated`` minus the allocation before the call.
+* peak memory: :class:`bench.perf_common.PeakMemory` around the first timed call (RSS
+  high-water mark above the resident set before it on CPU, allocator peak on CUDA);
+  where ``/proc`` is unavailable the column says ``n/a``.
 * references too slow or too large to run on all ``B`` lists are measured on ``b < B``
   lists and their time is scaled by ``B / b`` (per-list work is independent, so the
   scaling is linear); the table lists ``b`` and shows the memory measured for ``b`` lists.
@@ -35,20 +44,18 @@ Measurement protocol (also written into the table's header):
 from __future__ import annotations
 
 import argparse
-import ctypes
-import gc
-import platform
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
 
-from bench import losses, perf_reference
+from bench import losses, perf_reference, perf_scaling, perf_train
 from bench.atomic import write_text
 from bench.cli import CliError
+from bench.perf_common import (PeakMemory, SuiteResult, Target, fmt, loadavg, machine_line, now_utc,
+                               parse_int_list, resolve_device, sync, targets_section)
 
 SLOW_CALL_S = 5.0
 # Per-list count of n x n matrices a dense reference keeps alive (softmax, products, and
@@ -64,61 +71,14 @@ class PerfSuite:
     name: str
     help: str
     add_arguments: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[argparse.Namespace], int]
+    report: Callable[[argparse.Namespace], SuiteResult]
+
+    def run(self, args: argparse.Namespace) -> int:
+        """CLI entry: measure, write, print; exit status 1 when a measurement failed."""
+        return self.report(args).rc
 
 
 # --------------------------------------------------------------------------- measuring
-
-
-def _libc_trim() -> None:
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
-
-
-def _status_kib(field: str) -> int | None:
-    try:
-        with open("/proc/self/status", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        return None
-    return None
-
-
-class PeakMemory:
-    """Peak extra memory of one call: RSS high-water mark on CPU, allocator peak on CUDA."""
-
-    def __init__(self, device: torch.device):
-        self.device = device
-        self.method = "cuda max_memory_allocated" if device.type == "cuda" else "RSS high-water mark (/proc VmHWM)"
-
-    def start(self) -> None:
-        gc.collect(0)  # a full collection costs ~0.2 s with torch loaded; young cycles suffice
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-            torch.cuda.reset_peak_memory_stats(self.device)
-            self._base = torch.cuda.memory_allocated(self.device)
-            return
-        _libc_trim()
-        try:
-            with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:
-                fh.write("5")
-            self._base = _status_kib("VmRSS")
-        except OSError:
-            self._base = None
-
-    def stop(self) -> float | None:
-        """Peak in MiB (``None`` when the platform cannot tell)."""
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-            return (torch.cuda.max_memory_allocated(self.device) - self._base) / 2**20
-        peak = _status_kib("VmHWM")
-        if self._base is None or peak is None:
-            return None
-        return max(peak - self._base, 0) / 1024
 
 
 @dataclass
@@ -128,11 +88,6 @@ class Measurement:
     value: float
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def measure(fn: Callable[[torch.Tensor], torch.Tensor], scores: torch.Tensor, repeats: int) -> Measurement:
     """Minimum forward+backward time of ``fn(scores)`` and the peak memory of one call."""
     device = scores.device
@@ -140,11 +95,11 @@ def measure(fn: Callable[[torch.Tensor], torch.Tensor], scores: torch.Tensor, re
 
     def once() -> tuple[float, float]:
         s = scores.detach().clone().requires_grad_(True)
-        _sync(device)
+        sync(device)
         start = time.perf_counter()
         value = fn(s)
         value.backward()
-        _sync(device)
+        sync(device)
         return time.perf_counter() - start, value.item()
 
     warm, value = once()
@@ -160,25 +115,6 @@ def measure(fn: Callable[[torch.Tensor], torch.Tensor], scores: torch.Tensor, re
 
 
 # --------------------------------------------------------------------------- the losses suite
-
-
-def _parse_lengths(text: str) -> list[int]:
-    try:
-        lengths = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError as exc:
-        raise CliError(f"--lengths must be comma-separated integers, got {text!r}") from exc
-    if not lengths or min(lengths) < 2:
-        raise CliError(f"--lengths needs list lengths >= 2, got {text!r}")
-    return lengths
-
-
-def resolve_device(name: str) -> torch.device:
-    """``auto`` -> CUDA when available, else CPU; an explicit unavailable CUDA is an error."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise CliError("--device cuda requested but torch.cuda.is_available() is False (use --device auto or cpu)")
-    return torch.device(name)
 
 
 def reference_lists(name: str, kind: str, length: int, batch: int, itemsize: int, budget_mib: float,
@@ -199,22 +135,34 @@ def _inputs(batch: int, length: int, seed: int, dtype: torch.dtype, device: torc
     return scores, labels, torch.ones(batch, length, dtype=torch.bool, device=device)
 
 
-def _fmt(x: float | None, digits: int = 4) -> str:
-    if x is None:
-        return "n/a"
-    if x == 0:
-        return "0"
-    return f"{x:.{digits}g}" if abs(x) < 1e5 else f"{x:.3e}"
-
-
 COLUMNS = ["L", "loss", "ours fwd+bwd (s)", "ours peak (MiB)", "reference", "ref lists measured b",
            "ref fwd+bwd (s, x B/b)", "ref peak (MiB, b lists)", "speed-up", "rel. diff"]
 
 
-def run_losses(args: argparse.Namespace) -> int:
+def _only_at(items: list[str], names: list[str]) -> dict[int, list[str]]:
+    """``["3375=pirank_ndcg,ranknet"]`` -> ``{3375: [...]}`` (losses kept in registry order)."""
+    out: dict[int, list[str]] = {}
+    for item in items or []:
+        length, sep, subset = item.partition("=")
+        try:
+            n = int(length)
+        except ValueError:
+            n = -1
+        wanted = [s.strip() for s in subset.split(",") if s.strip()]
+        if not sep or n < 2 or not wanted:
+            raise CliError(f"--only-at expects L=loss[,loss...] with L >= 2, got {item!r}")
+        unknown = sorted(set(wanted) - set(names))
+        if unknown:
+            raise CliError(f"--only-at {item!r}: {', '.join(unknown)} not among the measured losses")
+        out[n] = [name for name in names if name in wanted]
+    return out
+
+
+def report_losses(args: argparse.Namespace) -> SuiteResult:
+    """Measure every (L, loss) cell, write the table to ``args.out``, return it with targets."""
     device = resolve_device(args.device)
     dtype = {"float32": torch.float32, "float64": torch.float64}[args.dtype]
-    lengths = _parse_lengths(args.lengths)
+    lengths = parse_int_list(args.lengths, "--lengths", 2)
     if args.batch < 1 or args.repeats < 1:
         raise CliError("--batch and --repeats must be >= 1")
     names = losses.names() if not args.losses else [n.strip() for n in args.losses.split(",") if n.strip()]
@@ -223,14 +171,15 @@ def run_losses(args: argparse.Namespace) -> int:
             losses.info(name)
         except ValueError as exc:
             raise CliError(f"--losses: {exc}") from exc
+    only_at = _only_at(args.only_at, names)
     itemsize = torch.empty((), dtype=dtype).element_size()
-    load = _loadavg()
+    load = loadavg()
     rows: list[list[str]] = []
     results: dict[tuple[int, str], dict[str, Any]] = {}
     errors = 0
     for length in lengths:
         scores, labels, mask = _inputs(args.batch, length, args.seed, dtype, device)
-        for name in names:
+        for name in only_at.get(length, names):
             row = [str(length), name]
             entry: dict[str, Any] = {}
             try:
@@ -238,8 +187,8 @@ def run_losses(args: argparse.Namespace) -> int:
                 if isinstance(loss, torch.nn.Module):
                     loss = loss.to(device=device, dtype=dtype)
                 ours = measure(lambda s: loss(s, labels, mask), scores, args.repeats)
-                entry["ours"] = ours.seconds
-                row += [_fmt(ours.seconds), _fmt(ours.peak_mib)]
+                entry["ours"], entry["peak"] = ours.seconds, ours.peak_mib
+                row += [fmt(ours.seconds), fmt(ours.peak_mib)]
             except Exception as exc:  # one failing loss must not hide the others' numbers
                 errors += 1
                 rows.append(row + [f"error: {type(exc).__name__}: {exc}"] + [""] * (len(COLUMNS) - 3))
@@ -258,18 +207,24 @@ def run_losses(args: argparse.Namespace) -> int:
                     scaled = refm.seconds * args.batch / b
                     entry["ref"] = scaled
                     diff = abs(ours_b - refm.value) / max(abs(refm.value), 1e-300)
-                    row += [what, str(b), _fmt(scaled), _fmt(refm.peak_mib), f"{scaled / ours.seconds:.1f}x", f"{diff:.1e}"]
+                    row += [what, str(b), fmt(scaled), fmt(refm.peak_mib), f"{scaled / ours.seconds:.1f}x", f"{diff:.1e}"]
                 except Exception as exc:
                     errors += 1
                     row += [what, str(b), f"error: {type(exc).__name__}: {exc}", "", "", ""]
             results[(length, name)] = entry
             rows.append(row)
             print(" | ".join(row), flush=True)
-    table = _render(args, device, dtype, rows, results, load)
+    targets = loss_targets(results, args.batch)
+    table = _render(args, device, dtype, rows, targets, load)
     print(table)
     write_text(args.out, table)
     print(f"wrote {args.out}")
-    return 1 if errors else 0
+    return SuiteResult("losses", table, targets, 1 if errors else 0, [Path(args.out)])
+
+
+def run_losses(args: argparse.Namespace) -> int:
+    """``ltr-bench perf losses``: exit status 1 when any loss or reference failed."""
+    return report_losses(args).rc
 
 
 def _reference_label(label: str, length: int) -> str:
@@ -279,11 +234,11 @@ def _reference_label(label: str, length: int) -> str:
     return f"{label}; {product}"
 
 
-def _targets(results: dict[tuple[int, str], dict[str, Any]], batch: int) -> list[str]:
-    """The suite's performance targets, evaluated where the run has the data (never asserted)."""
+def loss_targets(results: dict[tuple[int, str], dict[str, Any]], batch: int) -> list[Target]:
+    """The loss kernels' targets, evaluated where the run has the data (only at ``B = 16``)."""
     if batch != 16:
         return []
-    lines = []
+    out: list[Target] = []
 
     def get(length: int, name: str, key: str) -> float | None:
         return results.get((length, name), {}).get(key)
@@ -291,38 +246,33 @@ def _targets(results: dict[tuple[int, str], dict[str, Any]], batch: int) -> list
     for name in ("neuralndcg", "neuralndcg_transposed"):
         ours, ref = get(1000, name, "ours"), get(1000, name, "ref")
         if ours is not None and ref is not None:
-            ok = ref / ours >= 10 and ours < 1.0
-            lines.append(f"- {name} at L=1000: {ours:.3g} s, {ref / ours:.1f}x the reference (target >= 10x and < 1 s): {'met' if ok else 'MISSED'}")
-    ours, ref = get(3375, "pirank_ndcg", "ours"), get(3375, "pirank_ndcg", "ref")
-    if ours is not None and ref is not None:
-        ok = ref / ours >= 30
-        lines.append(f"- pirank_ndcg@10 at L=3375: {ref / ours:.1f}x its full-matrix depth-1 reference (target >= 30x): {'met' if ok else 'MISSED'}")
+            out.append(Target(f"{name} fwd+bwd at L=1000, B=16", f"{ours:.3g} s, {ref / ours:.1f}x the reference",
+                              ">= 10x and < 1 s", ref / ours >= 10 and ours < 1.0))
+    peak = get(1000, "neuralndcg", "peak")
+    if peak is not None:
+        out.append(Target("neuralndcg peak memory at L=1000, B=16", f"{peak:.0f} MiB", "< 2 GB (2048 MiB)", peak < 2048))
     for name in ("ranknet", "lambdaloss", "approxndcg"):
         ours = get(1000, name, "ours")
         if ours is not None:
-            lines.append(f"- {name} at L=1000: {ours:.3g} s (target < 0.25 s): {'met' if ours < 0.25 else 'MISSED'}")
-    return lines
+            out.append(Target(f"{name} fwd+bwd at L=1000, B=16", f"{ours:.3g} s", "< 0.25 s", ours < 0.25))
+    ours, ref = get(3375, "pirank_ndcg", "ours"), get(3375, "pirank_ndcg", "ref")
+    if ours is not None and ref is not None:
+        out.append(Target("pirank_ndcg@10 fwd+bwd at L=3375, B=16", f"{ours:.3g} s, {ref / ours:.1f}x the full-matrix "
+                          "depth-1 reference", ">= 30x", ref / ours >= 30))
+    return out
 
 
-def _loadavg() -> str:
-    try:
-        with open("/proc/loadavg", encoding="ascii") as fh:
-            return " ".join(fh.read().split()[:3])
-    except OSError:
-        return "n/a"
-
-
-def _render(args, device, dtype, rows, results, load: str) -> str:
+def _render(args, device, dtype, rows, targets: list[Target], load: str) -> str:
     memory = PeakMemory(device).method
     head = [
         "# Loss performance: forward + backward",
         "",
-        f"- generated {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} by `ltr-bench perf losses`",
-        f"- device {device} ({platform.processor() or platform.machine()}, torch {torch.__version__}, "
-        f"{torch.get_num_threads()} threads), dtype {str(dtype).replace('torch.', '')}, B = {args.batch} full lists "
+        f"- generated {now_utc()} by `ltr-bench perf losses`",
+        f"- {machine_line(device)}",
+        f"- dtype {str(dtype).replace('torch.', '')}, B = {args.batch} full lists "
         f"per call, scores ~ N(0, 1), labels uniform on 0..4, seed {args.seed}, default hyperparameters",
         f"- time: minimum of {args.repeats} timed calls after one warm-up (calls > {SLOW_CALL_S:g} s timed once); "
-        f"load average at start {load}, at end {_loadavg()} (1/5/15 min)",
+        f"load average at start {load}, at end {loadavg()} (1/5/15 min)",
         f"- peak memory: {memory}, extra memory of one call above the resident set before it",
         f"- references (bench/perf_reference.py) measured on b lists, time scaled by B/b; dense-reference b from "
         f"a {args.ref_budget_mib:g} MiB budget, index-list b from a {args.pair_budget:g}-pair budget; NeuralSort "
@@ -333,9 +283,7 @@ def _render(args, device, dtype, rows, results, load: str) -> str:
         "|" + "|".join("---" for _ in COLUMNS) + "|",
     ]
     body = ["| " + " | ".join(r) + " |" for r in rows]
-    targets = _targets(results, args.batch)
-    tail = ["", "## Targets", "", *targets] if targets else []
-    return "\n".join(head + body + tail) + "\n"
+    return "\n".join(head + body + targets_section(targets)) + "\n"
 
 
 def _add_losses_arguments(p: argparse.ArgumentParser) -> None:
@@ -349,11 +297,17 @@ def _add_losses_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--ref-budget-mib", type=float, default=2048.0, help="memory budget of one dense reference call")
     p.add_argument("--pair-budget", type=int, default=2_000_000, help="pairs a Python index-list reference may enumerate")
+    p.add_argument("--only-at", action="append", default=[], metavar="L=LOSS[,LOSS]",
+                   help="at length L measure only these losses (repeatable), e.g. 3375=pirank_ndcg")
 
 
 SUITES: dict[str, PerfSuite] = {
     "losses": PerfSuite("losses", "time and peak memory of every registered loss vs textbook references",
-                        _add_losses_arguments, run_losses),
+                        _add_losses_arguments, report_losses),
+    "scaling": PerfSuite("scaling", "PiRank Fig. 7: training-step wall-clock and peak memory vs list size",
+                         perf_scaling.add_scaling_arguments, perf_scaling.report_scaling),
+    "train": PerfSuite("train", "training throughput (queries/s) and the data pipeline's share of a step",
+                       perf_train.add_train_arguments, perf_train.report_train),
 }
 
 
@@ -368,4 +322,4 @@ def register_cli(subparsers: argparse._SubParsersAction) -> None:
         p.set_defaults(func=suite.run)
 
 
-__all__ = ["PerfSuite", "SUITES", "measure", "register_cli", "resolve_device"]
+__all__ = ["PerfSuite", "SUITES", "loss_targets", "measure", "register_cli", "report_losses", "resolve_device", "run_losses"]

@@ -65,7 +65,7 @@ def test_a_failing_loss_is_reported_in_its_row_and_the_exit_status(tmp_path, mon
     "argv, message",
     [
         (["--lengths", "1000,x"], "--lengths must be comma-separated integers"),
-        (["--lengths", "1"], "--lengths needs list lengths >= 2"),
+        (["--lengths", "1"], "--lengths needs values >= 2"),
         (["--losses", "nope"], "--losses: unknown loss 'nope'"),
         (["--batch", "0"], "--batch and --repeats must be >= 1"),
     ],
@@ -99,4 +99,4 @@ def test_reference_subset_rule():
 def test_perf_suites_are_a_registry_of_subcommands():
     assert "losses" in perf.SUITES
     suite = perf.SUITES["losses"]
-    assert suite.run is perf.run_losses and callable(suite.add_arguments)
+    assert suite.report is perf.report_losses and callable(suite.add_arguments)

@@ -28,7 +28,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
+from matplotlib.ticker import FixedLocator, FormatStrFormatter, MaxNLocator, NullFormatter  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
@@ -65,7 +65,7 @@ def loglog_slope(x: Iterable[float], y: Iterable[float]) -> float:
 
 def _curve_label(loss: str, variant: Any) -> str:
     variant = "" if variant is None or (isinstance(variant, float) and np.isnan(variant)) else str(variant)
-    return f"{loss} ({variant})" if variant else str(loss)
+    return f"{loss} ({variant})" if variant and variant != "default" else str(loss)
 
 
 def scaling_data(frame: pd.DataFrame) -> pd.DataFrame:
@@ -86,19 +86,26 @@ def scaling_figure(frame: pd.DataFrame, steps: int | None = None, batch_lists: i
     """Two log-log panels: seconds vs L and peak memory vs L, slopes in the legends."""
     slopes = scaling_data(frame)
     fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(12, 4.8))
-    cmap = plt.get_cmap("tab20")
+    cmap = plt.get_cmap("tab10")
     for i, row in enumerate(slopes.itertuples()):
         grp = frame[(frame.loss == row.loss) & (frame.variant.fillna("") == ("" if pd.isna(row.variant) else row.variant))]
         grp = grp.sort_values("L")
-        style = {"color": cmap(i % 20), "marker": "o", "linewidth": 2 if "pirank" in str(row.loss) else 1.2}
+        style = {"color": cmap(i % 10), "marker": "o", "linewidth": 2 if "pirank" in str(row.loss) else 1.2}
         ax_t.plot(grp.L, grp.seconds, label=f"{row.label}: slope {row.time_slope:.2f}", **style)
         ax_m.plot(grp.L, grp.peak_mb, label=f"{row.label}: slope {row.mem_slope:.2f}", **style)
     what = f"{steps} training steps" if steps else "the timed steps"
     if batch_lists:
         what += f" of {batch_lists} lists"
+    sizes = sorted(frame.L.unique())
     for ax, ylabel in ((ax_t, f"wall-clock of {what} (s)"), (ax_m, "peak memory (MB)")):
         ax.set_xscale("log")
         ax.set_yscale("log")
+        # plain numbers at the measured L (log axes otherwise print overlapping 3x10^1 labels)
+        ax.xaxis.set_major_locator(FixedLocator(sizes))
+        ax.xaxis.set_major_formatter(FormatStrFormatter("%d"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("training list size L (documents per list)")
         ax.set_ylabel(ylabel)
         ax.grid(True, which="both", alpha=0.3)

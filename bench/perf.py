@@ -51,7 +51,7 @@ from typing import Any, Callable
 
 import torch
 
-from bench import losses, perf_reference, perf_scaling, perf_train
+from bench import losses, perf_all, perf_data, perf_reference, perf_scaling, perf_study, perf_train
 from bench.atomic import write_text
 from bench.cli import CliError
 from bench.perf_common import (PeakMemory, SuiteResult, Target, fmt, loadavg, machine_line, now_utc,
@@ -308,6 +308,14 @@ SUITES: dict[str, PerfSuite] = {
                          perf_scaling.add_scaling_arguments, perf_scaling.report_scaling),
     "train": PerfSuite("train", "training throughput (queries/s) and the data pipeline's share of a step",
                        perf_train.add_train_arguments, perf_train.report_train),
+    "parse": PerfSuite("parse", "SVMlight parsing vs scikit-learn (MB/s) and the prepared-cache reload",
+                       perf_data.add_parse_arguments, perf_data.report_parse),
+    "metrics": PerfSuite("metrics", "all metrics on an MSLR-sized fold vs a per-query loop",
+                         perf_data.add_metrics_arguments, perf_data.report_metrics),
+    "study": PerfSuite("study", "slowest Snakemake jobs from results/benchmarks/**/*.tsv",
+                       perf_study.add_study_arguments, perf_study.report_study),
+    "all": PerfSuite("all", "every suite, the scaling figure and the targets summary (--device cuda: gpu.md)",
+                     perf_all.add_all_arguments, perf_all.report_all),
 }
 
 

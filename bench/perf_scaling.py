@@ -20,19 +20,23 @@ Data: ``bench.data.generate_synthetic`` full lists of exactly ``L`` documents wi
 256-256-128-64, batch norm, dropout 0.3), Adam (lr 1e-3), a fresh seeded model per
 measurement.
 
-Measurement of one (curve, L): one untimed warm-up step (its time also predicts the
-rest), then ``n = min(steps, floor(max_seconds / warm-up time))`` steps, each timed;
-``seconds`` = median step time x ``steps`` (on a shared machine another process's burst
-inflates single steps; the median ignores them, and on an idle machine it equals the mean,
-which the CSV keeps as ``mean_step``). When ``n < steps`` the CSV says
-``extrapolated = True`` with ``steps_timed = n``. Peak memory (``peak_mb``, MB = 1e6
-bytes) is :class:`bench.perf_common.PeakMemory` over the timed steps: the extra resident
-memory a training step needs above the model, optimiser state and data already resident.
+Measurement at one ``L`` (:func:`measure_length`): every curve first runs one untimed
+warm-up step (its time also predicts the rest), which fixes its step budget
+``n = min(steps, floor(max_seconds / warm-up time))``; then the curves take turns in
+:data:`ROUNDS` interleaved rounds of about ``n / ROUNDS`` individually timed steps each, so
+a burst of another process on a shared machine is spread over all curves instead of
+inflating one. ``seconds`` = median step time x ``steps`` (the CSV also keeps ``mean_step``
+and ``min_step``). When ``n < steps`` the CSV says ``extrapolated = True`` with
+``steps_timed = n``. Peak memory (``peak_mb``, MB = 1e6 bytes) is
+:class:`bench.perf_common.PeakMemory` over each chunk of timed steps (largest chunk): the
+extra resident memory a training step needs above the models, optimiser states and data
+already resident.
 
 Growth stops for a curve (later ``L`` not measured, the markdown says why) when the
-previous points project one step beyond ``--max-seconds`` or the peak beyond ``--max-mb``
-(projection: the curve's last local log-log slope, 2 when only one point exists, clamped
-to [1, 3]), or when the warm-up step alone exceeded ``--max-seconds``.
+previous points project one step (from ``min_step``, the least disturbed) beyond
+``--max-seconds`` or the peak beyond ``--max-mb`` (projection: the curve's last local
+log-log slope, 2 when only one point exists, clamped to [1, 3]), or when the warm-up step
+alone exceeded ``--max-seconds``.
 
 Slopes: least squares of :math:`\log t` on :math:`\log L` per curve
 (:func:`bench.report.figures.loglog_slope`, the figure's own legend fit).
@@ -60,9 +64,11 @@ from bench.perf_common import (PeakMemory, SuiteResult, Target, fmt, loadavg, ma
                                parse_int_list, resolve_device, sync, targets_section)
 
 PAPER_LENGTHS = "125,1000,2197,3375"
-CSV_COLUMNS = ["loss", "variant", "L", "seconds", "peak_mb", "seconds_per_step", "mean_step", "steps", "steps_timed",
+CSV_COLUMNS = ["loss", "variant", "L", "seconds", "peak_mb", "seconds_per_step", "mean_step", "min_step", "steps",
+               "steps_timed",
                "extrapolated", "batch", "n_features", "device", "threads"]
 PIRANK = "pirank_ndcg"
+ROUNDS = 5
 
 
 def loglog_slope(lengths, seconds) -> float:
@@ -126,43 +132,81 @@ def _projection(points: list[dict], length: int, key: str) -> float | None:
     return last[key] * (length / last["L"]) ** slope
 
 
-def measure_curve(curve: Curve, batches, args, device: torch.device) -> dict:
-    """Time the training steps of one (curve, L); see the module docstring for the rules."""
-    X, y, mask = batches
-    pool, _, length, n_features = X.shape
-    torch.manual_seed(args.seed)
-    model = build_model({"type": "mlp", "hidden": args.hidden_sizes}, n_features).to(device)
-    params = list(model.parameters()) + (list(curve.parameters.parameters()) if curve.parameters is not None else [])
-    opt = torch.optim.Adam(params, lr=1e-3)
-    model.train()
+class _Run:
+    """One curve's model, optimiser and timed steps at one ``L``."""
 
-    def step(i: int) -> None:
-        opt.zero_grad(set_to_none=True)
-        loss = curve.fn(model(X[i % pool], mask), y[i % pool], mask)
-        loss.backward()
-        opt.step()
+    def __init__(self, curve: Curve, batches, args, device: torch.device):
+        self.curve, self.batches, self.device = curve, batches, device
+        X = batches[0]
+        torch.manual_seed(args.seed)
+        self.model = build_model({"type": "mlp", "hidden": args.hidden_sizes}, X.shape[-1]).to(device)
+        params = list(self.model.parameters())
+        if curve.parameters is not None:
+            params += list(curve.parameters.parameters())
+        self.opt = torch.optim.Adam(params, lr=1e-3)
+        self.model.train()
+        self.i, self.n, self.times, self.peak = 0, 0, [], None
 
-    memory = PeakMemory(device)
-    memory.start()
-    sync(device)
-    t0 = time.perf_counter()
-    step(0)
-    sync(device)
-    warm = time.perf_counter() - t0
-    warm_peak = memory.stop()
-    n = min(args.steps, int(args.max_seconds // warm)) if warm > 0 else args.steps
-    if n < 1:  # one step already over the cap: the warm-up is the only measurement
-        return {"seconds_per_step": warm, "mean_step": warm, "peak": warm_peak, "steps_timed": 0,
-                "stop": f"the warm-up step alone took {warm:.1f} s > --max-seconds {args.max_seconds:g}"}
-    memory.start()
-    times = []
-    for i in range(1, n + 1):
+    def step(self) -> float:
+        X, y, mask = self.batches
+        b = self.i % X.shape[0]
+        self.i += 1
+        sync(self.device)
         t0 = time.perf_counter()
-        step(i)
-        sync(device)
-        times.append(time.perf_counter() - t0)
-    return {"seconds_per_step": statistics.median(times), "mean_step": statistics.fmean(times),
-            "peak": memory.stop(), "steps_timed": n, "stop": ""}
+        self.opt.zero_grad(set_to_none=True)
+        loss = self.curve.fn(self.model(X[b], mask), y[b], mask)
+        loss.backward()
+        self.opt.step()
+        sync(self.device)
+        return time.perf_counter() - t0
+
+    def timed(self, count: int) -> None:
+        """``count`` more timed steps; the peak is the largest over all chunks."""
+        if count < 1:
+            return
+        memory = PeakMemory(self.device)
+        memory.start()
+        self.times += [self.step() for _ in range(count)]
+        peak = memory.stop()
+        if peak is not None:
+            self.peak = peak if self.peak is None else max(self.peak, peak)
+
+
+def measure_length(curves: list[Curve], batches, args, device: torch.device) -> list[dict | Exception]:
+    """Time every curve at one ``L``: warm-ups first, then :data:`ROUNDS` interleaved rounds.
+
+    Interleaving spreads a burst of another process over every curve instead of
+    inflating one; the per-step estimate is the median of a curve's timed steps.
+    """
+    out: list[dict | Exception | None] = [None] * len(curves)
+    runs: dict[int, _Run] = {}
+    for idx, curve in enumerate(curves):
+        try:
+            run = _Run(curve, batches, args, device)
+            memory = PeakMemory(device)
+            memory.start()
+            warm = run.step()
+            warm_peak = memory.stop()
+        except Exception as exc:  # one failing curve must not hide the others
+            out[idx] = exc
+            continue
+        run.n = min(args.steps, int(args.max_seconds // warm)) if warm > 0 else args.steps
+        if run.n < 1:  # one step already over the cap: the warm-up is the only measurement
+            out[idx] = {"step": warm, "mean_step": warm, "min_step": warm, "peak": warm_peak, "steps_timed": 0,
+                        "stop": f"the warm-up step alone took {warm:.1f} s > --max-seconds {args.max_seconds:g}"}
+            continue
+        runs[idx] = run
+    for rnd in range(1, ROUNDS + 1):
+        for idx, run in list(runs.items()):
+            try:
+                run.timed(math.ceil(run.n * rnd / ROUNDS) - len(run.times))
+            except Exception as exc:
+                out[idx] = exc
+                del runs[idx]
+    for idx, run in runs.items():
+        out[idx] = {"step": statistics.median(run.times), "mean_step": statistics.fmean(run.times),
+                    "min_step": min(run.times), "peak": run.peak, "steps_timed": len(run.times), "stop": ""}
+    return out  # type: ignore[return-value]
 
 
 def _check(args) -> tuple[list[int], list[str]]:
@@ -192,6 +236,7 @@ def report_scaling(args: argparse.Namespace) -> SuiteResult:
     errors = 0
     for length in lengths:
         batches = make_batches(length, args.batch, args.n_features, min(args.steps, 4), args.seed, device)
+        active = []
         for curve in curves:
             if curve.stopped:
                 continue
@@ -199,21 +244,21 @@ def report_scaling(args: argparse.Namespace) -> SuiteResult:
             if why:
                 curve.stopped = f"not measured from L={length}: {why}"
                 print(f"{curve.loss} ({curve.variant}) L={length}: {curve.stopped}", flush=True)
-                continue
-            try:
-                m = measure_curve(curve, batches, args, device)
-            except Exception as exc:  # one failing curve must not hide the others
+            else:
+                active.append(curve)
+        for curve, m in zip(active, measure_length(active, batches, args, device)):
+            if isinstance(m, Exception):
                 errors += 1
-                curve.stopped = f"error at L={length}: {type(exc).__name__}: {exc}"
+                curve.stopped = f"error at L={length}: {type(m).__name__}: {m}"
                 print(f"{curve.loss} ({curve.variant}) L={length}: {curve.stopped}", flush=True)
                 continue
             point = {"loss": curve.loss, "variant": curve.variant, "L": length,
-                     "seconds": m["seconds_per_step"] * args.steps,
+                     "seconds": m["step"] * args.steps,
                      "peak_mb": None if m["peak"] is None else m["peak"] * 2**20 / 1e6,
-                     "seconds_per_step": m["seconds_per_step"], "mean_step": m["mean_step"], "steps": args.steps,
-                     "steps_timed": m["steps_timed"], "extrapolated": m["steps_timed"] < args.steps,
-                     "batch": args.batch, "n_features": args.n_features, "device": str(device),
-                     "threads": torch.get_num_threads()}
+                     "seconds_per_step": m["step"], "mean_step": m["mean_step"], "min_step": m["min_step"],
+                     "steps": args.steps, "steps_timed": m["steps_timed"],
+                     "extrapolated": m["steps_timed"] < args.steps, "batch": args.batch,
+                     "n_features": args.n_features, "device": str(device), "threads": torch.get_num_threads()}
             curve.points.append(point)
             if m["stop"]:
                 curve.stopped = f"not measured beyond L={length}: {m['stop']}"
@@ -238,7 +283,7 @@ def report_scaling(args: argparse.Namespace) -> SuiteResult:
 
 
 def _stop_reason(curve: Curve, length: int, args) -> str:
-    t = _projection(curve.points, length, "seconds_per_step")
+    t = _projection(curve.points, length, "min_step")
     if t is not None and t > args.max_seconds:
         return f"one step projected at {t:.0f} s > --max-seconds {args.max_seconds:g}"
     mem = _projection(curve.points, length, "peak_mb")
@@ -295,12 +340,14 @@ def _render(args, device, curves, slopes, targets, load: str, wall: float) -> st
         f"{args.n_features} features); MLP {args.n_features}-{'-'.join(map(str, args.hidden_sizes))}-1 "
         f"(batch norm, dropout 0.3) forward + loss + backward + Adam step; PiRank k = {args.k}, tau 5; "
         f"other losses at default hyperparameters",
-        f"- seconds = median timed step x {args.steps} (CSV `mean_step` keeps the mean); after one warm-up step, min({args.steps}, "
-        f"floor(--max-seconds {args.max_seconds:g} / warm-up)) steps are timed; fewer than {args.steps} means "
-        "extrapolated (column `steps timed`, CSV `extrapolated`). A curve stops growing L when its last points "
-        f"project one step beyond --max-seconds or the peak beyond --max-mb {args.max_mb:g} (row `-`)",
-        "- peak MB (1e6 bytes): RSS high-water mark over the timed steps above the resident set before them "
-        "(model, Adam state and data already resident); page granular, so tiny L reads near 0",
+        f"- per L: one warm-up step per curve fixes its budget n = min({args.steps}, floor(--max-seconds "
+        f"{args.max_seconds:g} / warm-up)); then the curves take turns in {ROUNDS} interleaved rounds of ~n/{ROUNDS} "
+        f"individually timed steps (a shared machine's bursts hit every curve alike); seconds = median step x "
+        f"{args.steps}; n < {args.steps} means extrapolated (column `steps timed`, CSV `extrapolated`). A curve "
+        f"stops growing L when its last points project one step beyond --max-seconds or the peak beyond --max-mb "
+        f"{args.max_mb:g} (row `-`)",
+        "- peak MB (1e6 bytes): RSS high-water mark over a chunk of timed steps above the resident set before it "
+        "(models, Adam states and data already resident), largest chunk; page granular, so tiny L reads near 0",
         "",
         md_table(cols, rows),
         "",

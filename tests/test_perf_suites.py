@@ -73,6 +73,7 @@ def test_scaling_csv_has_the_figure_columns_and_pirank_variants(quick_all):
     assert sorted(set(frame.L)) == [8, 27]
     assert (frame.seconds > 0).all() and (frame.steps == 2).all() and (~frame.extrapolated).all()
     assert (frame.seconds - frame.seconds_per_step * frame.steps).abs().max() < 1e-12
+    assert (frame.min_step <= frame.seconds_per_step).all() and (frame.steps_timed == 2).all()
     slopes = figures.scaling_data(frame)  # the renderer accepts the CSV as is
     assert len(slopes) == 4 and slopes.time_slope.notna().all()
     md = (out / "scaling.md").read_text(encoding="utf-8")
@@ -151,7 +152,7 @@ def test_scaling_max_seconds_extrapolates_then_stops(tmp_path):
 
 def test_scaling_stop_rule_projects_from_measured_points():
     curve = perf_scaling.Curve("x", "default", lambda s, y, m: s.sum())
-    curve.points = [{"L": 100, "seconds_per_step": 1.0, "peak_mb": 10.0}]
+    curve.points = [{"L": 100, "min_step": 1.0, "peak_mb": 10.0}]
     args = type("A", (), {"max_seconds": 5.0, "max_mb": 1e9})()
     assert perf_scaling._stop_reason(curve, 200, args) == ""  # 4 s projected
     assert "one step projected at 9 s > --max-seconds 5" in perf_scaling._stop_reason(curve, 300, args)

@@ -194,3 +194,20 @@ def test_perf_all_cuda_without_cuda_is_a_clear_error(tmp_path, capsys, monkeypat
 def test_every_suite_is_registered():
     assert set(perf.SUITES) == {"losses", "scaling", "train", "parse", "metrics", "study", "all"}
     assert not math.isnan(perf_scaling.loglog_slope([1, 2], [1, 2]))
+
+
+@pytest.mark.parametrize("n, k", [(12, 1), (40, 10)])
+def test_fullmatrix_reference_matches_perf_reference_value_and_gradient(n, k):
+    from bench import perf_reference
+
+    gen = torch.Generator().manual_seed(n)
+    s = torch.randn(3, n, generator=gen, dtype=torch.float64)
+    y = torch.randint(0, 5, (3, n), generator=gen).to(torch.float64)
+    y[:, 0] = 4.0  # every list has a positive ideal DCG
+    a, b = s.clone().requires_grad_(True), s.clone().requires_grad_(True)
+    ours = perf_scaling.fullmatrix_pirank_ndcg(a, y, k=k)
+    ref = perf_reference.pirank_ndcg(b, y, k=k)  # cubic A@11^T row sums at this n
+    ours.backward()
+    ref.backward()
+    assert abs(ours.item() - ref.item()) < 1e-12
+    assert torch.allclose(a.grad, b.grad, rtol=0, atol=1e-12)

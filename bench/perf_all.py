@@ -45,7 +45,7 @@ PLANS: dict[str, list[str]] = {
 QUICK: dict[str, list[str]] = {
     "losses": ["--lengths", "8", "--batch", "2", "--repeats", "1", "--losses", "ranknet,pirank_ndcg"],
     "scaling": ["--lengths", "8,27", "--batch", "2", "--steps", "2", "--n-features", "6", "--hidden", "8",
-                "--losses", "ranknet"],
+                "--losses", "ranknet,listnet"],
     "train": ["--queries", "40", "--steps", "5", "--batch", "4", "--list-size", "16", "--trees", "2",
               "--losses", "ranknet"],
     "parse": ["--mb", "0.1"],

@@ -69,16 +69,17 @@ def test_scaling_csv_has_the_figure_columns_and_pirank_variants(quick_all):
     assert set(figures.SCALING_COLUMNS) <= set(frame.columns)
     curves = set(zip(frame.loss, frame.variant))
     assert curves == {("pirank_ndcg", "depth1"), ("pirank_ndcg", "depth3"), ("pirank_ndcg", "depth1-fullmatrix"),
-                      ("ranknet", "default")}
+                      ("ranknet", "default"), ("listnet", "default")}
     assert sorted(set(frame.L)) == [8, 27]
     assert (frame.seconds > 0).all() and (frame.steps == 2).all() and (~frame.extrapolated).all()
     assert (frame.seconds - frame.seconds_per_step * frame.steps).abs().max() < 1e-12
     assert (frame.min_step <= frame.seconds_per_step).all() and (frame.steps_timed == 2).all()
     slopes = figures.scaling_data(frame)  # the renderer accepts the CSV as is
-    assert len(slopes) == 4 and slopes.time_slope.notna().all()
+    assert len(slopes) == 5 and slopes.time_slope.notna().all()
     md = (out / "scaling.md").read_text(encoding="utf-8")
     main_table, slope_table = _tables(md)[:2]
-    assert len(main_table) == 2 + 8 and len(slope_table) == 2 + 4
+    assert len(main_table) == 2 + 10 and len(slope_table) == 2 + 5
+    assert slope_table[0][4] == "time slope of the excess over listnet"
     assert "near-linear" in md and "full-matrix" in md
 
 
@@ -211,3 +212,18 @@ def test_fullmatrix_reference_matches_perf_reference_value_and_gradient(n, k):
     ref.backward()
     assert abs(ours.item() - ref.item()) < 1e-12
     assert torch.allclose(a.grad, b.grad, rtol=0, atol=1e-12)
+
+
+def test_excess_slope_isolates_the_loss_from_a_shared_linear_cost():
+    lengths = [125, 1000, 2197, 3375]
+
+    def curve(loss, variant, seconds):
+        c = perf_scaling.Curve(loss, variant, lambda s, y, m: s.sum())
+        c.points = [{"L": n, "seconds": seconds(n)} for n in lengths]
+        return c
+
+    curves = [curve("listnet", "default", lambda n: 0.02 * n), curve("x", "quad", lambda n: 0.02 * n + 1e-5 * n**2),
+              curve("y", "same", lambda n: 0.02 * n)]
+    out = perf_scaling.excess_slopes(curves)
+    assert abs(out[("x", "quad")] - 2.0) < 1e-9 and ("y", "same") not in out
+    assert perf_scaling.excess_slopes(curves[1:]) == {}

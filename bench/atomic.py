@@ -32,6 +32,8 @@ def atomic_path(path: str | os.PathLike, *, is_dir: bool = False) -> Iterator[Pa
         fd, name = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
         os.close(fd)
         tmp = Path(name)
+        # mkstemp creates 0600; give the result the permissions a plain open() would.
+        os.chmod(tmp, 0o666 & ~_umask())
     try:
         yield tmp
         if is_dir:
@@ -51,6 +53,12 @@ def atomic_path(path: str | os.PathLike, *, is_dir: bool = False) -> Iterator[Pa
         else:
             tmp.unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:

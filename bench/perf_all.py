@@ -169,7 +169,7 @@ def ns_report(name: str):
 def add_all_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", choices=["cpu", "cuda", "auto"], default="auto")
     p.add_argument("--out-dir", type=Path, default=Path("reports/perf"))
-    p.add_argument("--figure-dir", type=Path, default=Path("reports/figures"))
+    p.add_argument("--figure-dir", type=Path, default=Path("reports/perf"))
     p.add_argument("--study-root", type=Path, default=Path("results/benchmarks"))
     p.add_argument("--quick", action="store_true", help="tiny sizes (smoke test, seconds)")
     p.add_argument("--skip", default="", help="comma-separated suites not to run")

@@ -5,7 +5,7 @@
 rule perf_scaling:
     output:
         csv="results/perf/scaling.csv",
-        md="reports/perf/scaling.md",
+        md="results/perf/scaling.md",
     params:
         args=perf_args(),
         device=config["device"],

@@ -28,6 +28,7 @@ def atomic_path(path: str | os.PathLike, *, is_dir: bool = False) -> Iterator[Pa
     final.parent.mkdir(parents=True, exist_ok=True)
     if is_dir:
         tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp creates 0700
     else:
         fd, name = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
         os.close(fd)

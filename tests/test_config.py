@@ -161,6 +161,6 @@ def test_study_protocol_excludes_methods_and_includes_what_must_match():
     cfg = bc.load_config()
     proto = bc.study_protocol(cfg, "unified", "syn-web")
     assert set(proto) == {"dataset", "model", "train", "seeds", "evaluation", "metrics"}
-    assert proto["dataset"]["options"]["n_queries"] == 120
+    assert proto["dataset"]["options"]["n_queries"] == cfg["datasets"]["syn-web"]["options"]["n_queries"]
     other = bc.load_config(overrides={"methods": {"ranknet": {"params": {"sigma": 2.0}}}})
     assert bc.study_protocol(other, "unified", "syn-web") == proto

@@ -155,7 +155,8 @@ def test_compare_refuses_a_changed_protocol(study):
     proc = snakemake("--cores", "2", "compare", "--configfile", "config/compare-example.yaml", "changed.yaml",
                      cwd=study)
     assert proc.returncode != 0
-    assert "train.epochs: frozen 3, current 2" in proc.stdout + proc.stderr
+    frozen_epochs = yaml.safe_load((ROOT / "config/default.yaml").read_text())["protocols"]["unified"]["train"]["epochs"]
+    assert f"train.epochs: frozen {frozen_epochs}, current 2" in proc.stdout + proc.stderr
 
 
 def test_compare_refuses_a_tampered_frozen_file(study):

@@ -4,30 +4,24 @@
 
 
 localrules:
-    resolved_config,
     report,
-
-
-rule resolved_config:
-    output:
-        "results/config/resolved.json",
-    params:
-        text=json.dumps(config, indent=2, sort_keys=True) + "\n",
-    log:
-        "results/logs/config/resolved.log",
-    run:
-        write_text(output[0], params.text)
 
 
 rule report:
     input:
-        config="results/config/resolved.json",
         outputs=report_inputs(),
     output:
         "reports/report.html",
+    params:
+        # the config of *this* invocation, written when the job runs (never a stale copy)
+        config_text=json.dumps(config, indent=2, sort_keys=True) + "\n",
+        config_path="results/config/report-config.json",
     log:
         "results/logs/report.log",
     conda:
         "../environment.yml"
-    shell:
-        "snakemake --nolock --configfile {input.config} --report {output} {input.outputs} > {log} 2>&1"
+    run:
+        write_text(params.config_path, params.config_text)
+        shell(
+            "snakemake --nolock --configfile {params.config_path} --report {output} {input.outputs} > {log} 2>&1"
+        )

@@ -387,6 +387,9 @@ def run_config(config: dict[str, Any], experiment: str, dataset: str, method: st
     Top level: the protocol's ``model`` and ``train`` for this dataset (shared defaults the
     trainer merges with the method's own ``model``/``train`` overrides), the metric
     conventions, and a one-entry ``methods`` mapping; display-only keys (``label``) are dropped.
+    ``dataset_recipe`` (the dataset's ``source`` and ``options``; the trainer ignores it) is
+    here so that changing a dataset's options changes every run config on it, and Snakemake
+    re-runs those runs (and the prepare step they need) instead of keeping stale results.
     """
     protocol_name = experiment_protocol(config, experiment)
     protocol = config["protocols"][protocol_name]
@@ -399,6 +402,7 @@ def run_config(config: dict[str, Any], experiment: str, dataset: str, method: st
         "experiment": experiment,
         "protocol_name": protocol_name,
         "dataset": dataset,
+        "dataset_recipe": {k: copy.deepcopy(config["datasets"][dataset].get(k)) for k in ("source", "options")},
         "model": model,
         "train": train,
         "metrics": metrics,

@@ -35,7 +35,7 @@ from typing import Any
 import pandas as pd
 
 from bench.atomic import atomic_path
-from bench.runs import canonical_json, git_commit, library_versions
+from bench.runs import canonical_json, git_commit, library_versions, protocol_hash
 
 FORMAT = 1
 MANIFEST = "manifest.json"
@@ -44,11 +44,6 @@ BASELINES = "baselines"
 
 class FrozenMismatch(Exception):
     """The frozen baselines do not match the current protocol, data or their own checksums."""
-
-
-def protocol_hash(protocol: dict[str, Any]) -> str:
-    """sha256 of the canonical JSON of the protocol (key order and tuples vs lists ignored)."""
-    return hashlib.sha256(canonical_json(protocol).encode("ascii")).hexdigest()
 
 
 def sha256_file(path: str | Path) -> str:

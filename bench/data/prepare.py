@@ -53,7 +53,7 @@ Options (``--options`` JSON object; every key with its default is recorded in
 For ``synthetic`` the same object also carries the generator parameters of
 :func:`bench.data.generate_synthetic`: ``preset``, ``n_queries`` (train), ``vali_queries``,
 ``test_queries`` (default: the preset's split sizes, else ``max(1, n_queries // 3)``),
-``list_length``, ``n_features``, ``n_query_features``, ``phi``, ``psi``, ``low``, ``high``,
+``list_length``, ``n_features``, ``n_query_features``, ``phi``, ``psi``, ``psi_loc``, ``low``, ``high``,
 ``real_labels``, ``columns``, ``empty_fraction``, ``label_probs``. Each split is drawn with its
 own seed ``derive_seed("synthetic", fold, split, seed)``; the label columns are shared through
 ``task_seed = derive_seed("synthetic", "task", seed)``.
@@ -93,7 +93,7 @@ DEFAULT_OPTIONS: dict = {
 SYNTHETIC_OPTIONS: dict = {
     "preset": None, "n_queries": None, "vali_queries": None, "test_queries": None,
     "list_length": None, "n_features": None, "n_query_features": None, "phi": "normal",
-    "psi": "normal", "low": 0.0, "high": 4.0, "real_labels": False, "columns": "shared",
+    "psi": "normal", "psi_loc": 0.0, "low": 0.0, "high": 4.0, "real_labels": False, "columns": "shared",
     "empty_fraction": None, "label_probs": None,
 }
 
@@ -371,7 +371,7 @@ def _normalize(splits: dict, o: dict, raw_stats: dict) -> dict:
 # ---------------------------------------------------------------- sources
 
 def _synthetic_splits(fold: str, o: dict) -> tuple[dict, dict]:
-    gen_keys = ("list_length", "n_features", "n_query_features", "phi", "psi", "low", "high",
+    gen_keys = ("list_length", "n_features", "n_query_features", "phi", "psi", "psi_loc", "low", "high",
                 "real_labels", "columns", "empty_fraction", "label_probs")
     params = {k: o[k] for k in gen_keys if o[k] is not None}
     if isinstance(params.get("list_length"), list):

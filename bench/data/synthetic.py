@@ -4,7 +4,7 @@ For each query ``i`` with ``L_i`` documents:
 
 1. draw document features ``x_{i,j} in R^{m_d}`` from ``phi`` (``normal`` or ``uniform``);
 2. pick ``m_q <= m_d`` columns ``c`` without replacement;
-3. draw query features ``gamma_i in R^{m_q}`` from ``psi``;
+3. draw query features ``gamma_i in R^{m_q}`` from ``psi`` (shifted by ``psi_loc``);
 4. label ``y_{i,j} = clip(sum_k gamma_{i,k} x_{i,j,c_k}, low, high)``, rounded to the nearest
    integer grade (``np.rint``) unless ``real_labels=True``;
 5. append ``gamma_i`` to every document's features, so ``n_features = m_d + m_q``.
@@ -18,6 +18,11 @@ Choices the paper leaves open (documented defaults):
 * ``list_length`` is an int (fixed), ``(lo, hi)`` (uniform integers) or a dict
   ``{"dist": "lognormal", "mean": 120, "sigma": 0.65, "min": 1, "max": 1251}``.
 * ``empty_fraction`` of queries get all-zero labels (MSLR has ~3% such queries).
+* ``psi_loc`` shifts the query features (default 0, the paper's zero-mean ``psi``). With 0
+  the sign of each label weight ``gamma_{i,k}`` changes from query to query, so labels depend
+  on the product ``gamma * x``: an MLP or a tree learns it, a *linear* scorer cannot. A shift
+  such as 2 makes most weights positive, so labels are monotone in the label columns and a
+  linear scorer (SinkProp's LETOR setup) can learn them.
 * ``label_probs`` (preset ``mslr-like``) replaces round-and-clip by grade thresholds on the
   standardised score ``s / ||gamma||`` (which is N(0, 1) under ``phi = normal``) placed at the
   normal quantiles of the target grade distribution, corrected for the empty queries.
@@ -101,7 +106,7 @@ def _draw(rng: np.random.Generator, dist: str, shape) -> np.ndarray:
 def generate_synthetic(n_queries: int | None = None, list_length=None, n_features: int | None = None,
                        seed: int = 0, preset: str | None = None, *,
                        n_query_features: int | None = None, task_seed: int | None = None,
-                       phi: str = "normal", psi: str = "normal", low: float = 0.0,
+                       phi: str = "normal", psi: str = "normal", psi_loc: float = 0.0, low: float = 0.0,
                        high: float = 4.0, real_labels: bool = False, columns: str = "shared",
                        empty_fraction: float | None = None, label_probs=None,
                        total_docs: int | None = None, split: str = "train"
@@ -144,6 +149,8 @@ def generate_synthetic(n_queries: int | None = None, list_length=None, n_feature
     X = np.empty((n_docs, m_d + m_q), dtype=np.float32)
     X[:, :m_d] = _draw(rng, phi, (n_docs, m_d))
     gamma = _draw(rng, psi, (int(n_queries), m_q))
+    if psi_loc:
+        gamma += np.float32(psi_loc)
     X[:, m_d:] = gamma[qidx]
     if columns == "shared":
         c = task_rng.permutation(m_d)[:m_q]

@@ -55,16 +55,17 @@ import pandas as pd
 
 from bench.runs import (
     ConfigError,
+    add_run_arguments,
     cpu_name,
     evaluate_split,
     git_commit,
     host_peak_rss_bytes,
     label_metrics,
     library_versions,
-    load_config,
     method_entry,
     protocol_hash,
     resolve_metrics_config,
+    run_from_cli,
     write_run,
 )
 from bench.seeds import derive_seed
@@ -434,37 +435,17 @@ def gbdt_run(
 
 
 def _cli_gbdt(args) -> int:
-    from bench.cli import CliError
-
-    try:
-        config = load_config(args.config)
-        out = gbdt_run(
-            config,
-            args.prepared,
-            args.out,
-            method=args.method,
-            seed=args.seed,
-            device=args.device,
-            quiet=args.quiet,
-            threads=args.threads or None,
-        )
-    except ConfigError as exc:
-        raise CliError(str(exc)) from exc
-    except FileNotFoundError as exc:
-        raise CliError(f"{exc.filename or exc}: not found ({exc.strerror or exc})") from exc
-    print(out)
-    return 0
+    return run_from_cli(gbdt_run, args)
 
 
 def register_cli(subparsers) -> None:
     """Add ``ltr-bench gbdt``."""
     p = subparsers.add_parser("gbdt", help="train one LightGBM/XGBoost baseline on one prepared fold")
-    p.add_argument("--prepared", required=True, help="prepared fold directory (ltr-bench prepare)")
-    p.add_argument("--out", required=True, help="run directory to create")
-    p.add_argument("--method", required=True, help="key under methods: in the config (with gbdt: ...)")
-    p.add_argument("--seed", required=True, type=int)
-    p.add_argument("--config", required=True, help="YAML or JSON config")
-    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    p.add_argument("--quiet", action="store_true", help="no summary line")
-    p.add_argument("--threads", type=int, default=0, help="library threads (0: library default)")
+    add_run_arguments(
+        p,
+        method_help="key under methods: in the config (with gbdt: ...)",
+        config_help="YAML or JSON config",
+        quiet_help="no summary line",
+        threads_help="library threads (0: library default)",
+    )
     p.set_defaults(func=_cli_gbdt)

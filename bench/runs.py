@@ -306,3 +306,48 @@ def label_metrics(frame: pd.DataFrame, *, dataset: str, fold: str, method: str, 
         {"dataset": dataset, "fold": fold, "method": method, "seed": np.int64(seed)}, index=frame.index
     )
     return pd.concat([ident, frame], axis=1)
+
+
+# ----------------------------------------------------------------------------------------
+# CLI plumbing shared by `ltr-bench train` and `ltr-bench gbdt`
+
+
+def add_run_arguments(p, *, method_help: str, config_help: str, quiet_help: str, threads_help: str) -> None:
+    """The arguments every run command takes (one prepared fold, one method, one seed)."""
+    p.add_argument("--prepared", required=True, help="prepared fold directory (ltr-bench prepare)")
+    p.add_argument("--out", required=True, help="run directory to create")
+    p.add_argument("--method", required=True, help=method_help)
+    p.add_argument("--seed", required=True, type=int)
+    p.add_argument("--config", required=True, help=config_help)
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--quiet", action="store_true", help=quiet_help)
+    p.add_argument("--threads", type=int, default=0, help=threads_help)
+
+
+def run_from_cli(run_fn, args, *, user_errors: tuple[type[BaseException], ...] = (), **extra: Any) -> int:
+    """Load ``args.config``, call ``run_fn`` with the common arguments and print the run dir.
+
+    Config errors, ``user_errors`` and missing files become :class:`bench.cli.CliError`
+    (a message naming the file or key, exit status 2) instead of a traceback.
+    """
+    from bench.cli import CliError
+
+    try:
+        out = run_fn(
+            load_config(args.config),
+            args.prepared,
+            args.out,
+            method=args.method,
+            seed=args.seed,
+            device=args.device,
+            quiet=args.quiet,
+            threads=args.threads or None,
+            **extra,
+        )
+    except (ConfigError, *user_errors) as exc:
+        raise CliError(str(exc)) from exc
+    except FileNotFoundError as exc:
+        raise CliError(f"{exc.filename or exc}: not found ({exc.strerror or exc})") from exc
+    print(out)
+    return 0
+

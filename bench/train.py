@@ -90,6 +90,7 @@ from bench.atomic import atomic_path
 from bench.models import build_model, resolve_model_config
 from bench.runs import (
     ConfigError,
+    add_run_arguments,
     canonical_json,
     cpu_name,
     evaluate_split,
@@ -97,10 +98,10 @@ from bench.runs import (
     host_peak_rss_bytes,
     label_metrics,
     library_versions,
-    load_config,
     method_entry,
     protocol_hash,
     resolve_metrics_config,
+    run_from_cli,
     subsample_lists,
     write_run,
 )
@@ -883,39 +884,18 @@ def _fit(cfg, loss_call, prepared, parts, dev, quiet, ckpt_path, key, progress_l
 
 
 def _cli_train(args) -> int:
-    from bench.cli import CliError
-
-    try:
-        config = load_config(args.config)
-        out = train_run(
-            config,
-            args.prepared,
-            args.out,
-            method=args.method,
-            seed=args.seed,
-            device=args.device,
-            quiet=args.quiet,
-            checkpoint_dir=args.checkpoint_dir,
-            threads=args.threads or None,
-        )
-    except (ConfigError, TrainingDiverged) as exc:
-        raise CliError(str(exc)) from exc
-    except FileNotFoundError as exc:
-        raise CliError(f"{exc.filename or exc}: not found ({exc.strerror or exc})") from exc
-    print(out)
-    return 0
+    return run_from_cli(train_run, args, user_errors=(TrainingDiverged,), checkpoint_dir=args.checkpoint_dir)
 
 
 def register_cli(subparsers) -> None:
     """Add ``ltr-bench train``."""
     p = subparsers.add_parser("train", help="train one neural method on one prepared fold with one seed")
-    p.add_argument("--prepared", required=True, help="prepared fold directory (ltr-bench prepare)")
-    p.add_argument("--out", required=True, help="run directory to create")
-    p.add_argument("--method", required=True, help="key under methods: in the config")
-    p.add_argument("--seed", required=True, type=int)
-    p.add_argument("--config", required=True, help="YAML or JSON config with methods/model/train/metrics")
-    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    p.add_argument("--quiet", action="store_true", help="no progress bar; one log line per epoch")
+    add_run_arguments(
+        p,
+        method_help="key under methods: in the config",
+        config_help="YAML or JSON config with methods/model/train/metrics",
+        quiet_help="no progress bar; one log line per epoch",
+        threads_help="torch intra-op threads (0: torch's default)",
+    )
     p.add_argument("--checkpoint-dir", default=None, help="default: .<out name>.ckpt next to --out")
-    p.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
     p.set_defaults(func=_cli_train)

@@ -26,7 +26,6 @@ True
 
 from __future__ import annotations
 
-import hashlib
 import json
 from datetime import datetime, timezone
 from pathlib import Path
@@ -35,6 +34,7 @@ from typing import Any
 import pandas as pd
 
 from bench.atomic import atomic_path
+from bench.data.extract import file_sha256
 from bench.runs import canonical_json, git_commit, library_versions, protocol_hash
 
 FORMAT = 1
@@ -44,14 +44,6 @@ BASELINES = "baselines"
 
 class FrozenMismatch(Exception):
     """The frozen baselines do not match the current protocol, data or their own checksums."""
-
-
-def sha256_file(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def protocol_diff(frozen: Any, current: Any, prefix: str = "") -> list[str]:
@@ -107,7 +99,7 @@ def freeze(
             rel = f"{BASELINES}/{method}.parquet"
             frame = frame.sort_values(["fold", "seed", "query"], kind="stable").reset_index(drop=True)
             frame.to_parquet(tmp / rel, index=False)
-            files[rel] = sha256_file(tmp / rel)
+            files[rel] = file_sha256(tmp / rel)
         manifest = {
             "format": FORMAT,
             "profile": profile,
@@ -143,7 +135,7 @@ def verify_files(frozen_dir: str | Path, manifest: dict[str, Any]) -> None:
         path = Path(frozen_dir) / rel
         if not path.exists():
             raise FrozenMismatch(f"frozen file {path} is missing (listed in {MANIFEST})")
-        actual = sha256_file(path)
+        actual = file_sha256(path)
         if actual != expected:
             raise FrozenMismatch(
                 f"frozen file {path} fails its checksum: manifest sha256 {expected}, file sha256 {actual}"

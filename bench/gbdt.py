@@ -46,7 +46,6 @@ import shutil
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
@@ -58,12 +57,10 @@ from bench.runs import (
     add_run_arguments,
     cpu_name,
     evaluate_split,
-    git_commit,
     host_peak_rss_bytes,
     label_metrics,
-    library_versions,
     method_entry,
-    protocol_hash,
+    provenance,
     resolve_metrics_config,
     run_from_cli,
     write_run,
@@ -385,7 +382,6 @@ def gbdt_run(
         "seed": int(seed),
         "seeding": "bench.seeds.derive_seed(dataset, fold, method, seed)",
     }
-    commit, dirty = git_commit()
     dev_name = cpu_name()
     if record["device"] != "cpu":
         try:
@@ -395,24 +391,13 @@ def gbdt_run(
         except ImportError:
             dev_name = "cuda"
     run_info = {
-        "kind": "gbdt",
-        "dataset": dataset,
-        "fold": fold,
-        "method": method,
-        "seed": int(seed),
-        "config": {**cfg, "device_requested": device},
-        "protocol": protocol,
-        "protocol_hash": protocol_hash(protocol),
-        "dataset_fingerprint": prepared.fingerprint,
-        "prepared_dir": str(Path(prepared_dir).resolve()),
-        "git_commit": commit,
-        "git_dirty": dirty,
-        "versions": library_versions(),
+        **provenance(kind="gbdt", dataset=dataset, fold=fold, method=method, seed=seed, config=cfg,
+                     device_requested=device, protocol=protocol, fingerprint=prepared.fingerprint,
+                     prepared_dir=prepared_dir),
         "device": record["device"],
         "device_name": dev_name,
         "wall_time_s": time.perf_counter() - started,
         "peak_memory": {"host_max_rss_bytes": host_peak_rss_bytes(), "cuda_max_allocated_bytes": None},
-        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "library_seed": seed_value,
         "library_parameters": {"booster_params": record["booster_params"], "model": record["model_parameters"]},
         "result": {

@@ -34,6 +34,7 @@ import platform
 import resource
 import subprocess
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -306,6 +307,30 @@ def label_metrics(frame: pd.DataFrame, *, dataset: str, fold: str, method: str, 
         {"dataset": dataset, "fold": fold, "method": method, "seed": np.int64(seed)}, index=frame.index
     )
     return pd.concat([ident, frame], axis=1)
+
+
+def provenance(*, kind: str, dataset: str, fold: str, method: str, seed: int, config: dict[str, Any],
+               device_requested: str, protocol: dict[str, Any], fingerprint: str, prepared_dir) -> dict[str, Any]:
+    """The part of ``run.json`` every run kind shares: identity, resolved config, protocol and
+    its hash, dataset fingerprint, code and library versions, finish time. Trainers add their
+    device, wall time, peak memory and result."""
+    commit, dirty = git_commit()
+    return {
+        "kind": kind,
+        "dataset": dataset,
+        "fold": fold,
+        "method": method,
+        "seed": int(seed),
+        "config": {**config, "device_requested": device_requested},
+        "protocol": protocol,
+        "protocol_hash": protocol_hash(protocol),
+        "dataset_fingerprint": fingerprint,
+        "prepared_dir": str(Path(prepared_dir).resolve()),
+        "git_commit": commit,
+        "git_dirty": dirty,
+        "versions": library_versions(),
+        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
 
 
 # ----------------------------------------------------------------------------------------

@@ -77,7 +77,6 @@ import shutil
 import sys
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
@@ -94,12 +93,10 @@ from bench.runs import (
     canonical_json,
     cpu_name,
     evaluate_split,
-    git_commit,
     host_peak_rss_bytes,
     label_metrics,
-    library_versions,
     method_entry,
-    protocol_hash,
+    provenance,
     resolve_metrics_config,
     run_from_cli,
     subsample_lists,
@@ -648,21 +645,10 @@ def train_run(
     scores_full = np.full(prepared.splits["test"].labels.shape[0], np.nan, dtype=np.float32)
     scores_full[result["test_index"]] = result["test_scores"]
     metrics = label_metrics(result["test_frame"], dataset=dataset, fold=fold, method=method, seed=int(seed))
-    commit, dirty = git_commit()
     run_info = {
-        "kind": "neural",
-        "dataset": dataset,
-        "fold": fold,
-        "method": method,
-        "seed": int(seed),
-        "config": {**cfg, "device_requested": device},
-        "protocol": protocol,
-        "protocol_hash": protocol_hash(protocol),
-        "dataset_fingerprint": prepared.fingerprint,
-        "prepared_dir": str(Path(prepared_dir).resolve()),
-        "git_commit": commit,
-        "git_dirty": dirty,
-        "versions": library_versions(),
+        **provenance(kind="neural", dataset=dataset, fold=fold, method=method, seed=seed, config=cfg,
+                     device_requested=device, protocol=protocol, fingerprint=prepared.fingerprint,
+                     prepared_dir=prepared_dir),
         "device": dev.type,
         "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else cpu_name(),
         "data_on_device": result["store"],
@@ -673,7 +659,6 @@ def train_run(
             "cuda_max_allocated_bytes": int(torch.cuda.max_memory_allocated(dev)) if dev.type == "cuda" else None,
             "note": "of the last process segment when the run was resumed",
         },
-        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "result": result["summary"],
     }
     out = write_run(out_dir, scores=scores_full, metrics=metrics, curve=result["curve"], run_info=run_info)

@@ -24,11 +24,10 @@ import shutil
 import stat
 import subprocess
 import tarfile
-import tempfile
 import zipfile
 from pathlib import Path, PurePosixPath
 
-from bench.atomic import write_json
+from bench.atomic import atomic_path, write_json
 
 __all__ = ["ExtractError", "detect_format", "extract_archive", "MANIFEST"]
 
@@ -224,9 +223,7 @@ def extract_archive(archive: str | os.PathLike, dest: str | os.PathLike, *,
     "size", "mtime_ns"}}}``. An existing ``dest`` is replaced only on success."""
     archive = Path(archive)
     dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
-    try:
+    with atomic_path(dest, is_dir=True) as tmp:
         _extract_into(archive, tmp)
         for inner_name in inner_archives:
             for inner in sorted(tmp.rglob(inner_name)):
@@ -240,15 +237,4 @@ def extract_archive(archive: str | os.PathLike, dest: str | os.PathLike, *,
                     "sha256": file_sha256(p), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
         manifest = {"archive": archive.name, "archive_sha256": archive_sha256, "files": files}
         write_json(tmp / MANIFEST, manifest)
-        if dest.exists():
-            old = dest.with_name(f".{dest.name}.old.tmp")
-            shutil.rmtree(old, ignore_errors=True)
-            os.replace(dest, old)
-            os.replace(tmp, dest)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, dest)
-        return manifest
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    return manifest

@@ -12,6 +12,8 @@ import argparse
 import importlib
 import sys
 
+from bench.errors import BenchError
+
 # module -> the sub-commands it registers (listed so `--help` works without importing all)
 STAGES: dict[str, tuple[str, ...]] = {
     "bench.data.cli": ("datasets", "fetch", "prepare", "synthetic"),
@@ -23,10 +25,6 @@ STAGES: dict[str, tuple[str, ...]] = {
     "bench.frozen": ("freeze", "check-frozen"),
     "bench.perf": ("perf",),
 }
-
-
-class CliError(Exception):
-    """An error the user can fix; printed without a traceback, exit status 2."""
 
 
 def _build_parser(wanted: str | None) -> argparse.ArgumentParser:
@@ -58,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         result = args.func(args)
-    except CliError as exc:
+    except BenchError as exc:
         print(f"ltr-bench {args.command}: error: {exc}", file=sys.stderr)
         return 2
     return int(result or 0)

@@ -28,6 +28,8 @@ from typing import Any, Iterable
 import jsonschema
 import yaml
 
+from bench.errors import ConfigError
+
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_PATH = ROOT / "workflows" / "schemas" / "config.schema.yaml"
 DEFAULT_CONFIG = ROOT / "config" / "default.yaml"
@@ -51,10 +53,6 @@ TABLE_SOURCES = {
 }
 FIGURES = ("scaling_figure", "temperature_figure", "listsize_figure", "recall_heatmap", "neuralndcg_curves")
 COMPARE_EXPERIMENT = "compare"
-
-
-class ConfigError(ValueError):
-    """A configuration problem; the message names the key (dotted path) at fault."""
 
 
 def _with_defaults(validator_class: type) -> type:

@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from bench.atomic import atomic_path
+from bench.errors import UsageError
 from bench.report.tables import dataset_key
 from bench.runs import subsample_lists
 from bench.seeds import numpy_generator
@@ -100,19 +101,17 @@ def write_parquet(frame: pd.DataFrame, path: str | Path) -> None:
 
 
 def _cli(args) -> int:
-    from bench.cli import CliError
-
     try:
         runs = json.loads(args.runs)
     except json.JSONDecodeError as exc:
-        raise CliError(f"--runs: not valid JSON ({exc})") from exc
+        raise UsageError(f"--runs: not valid JSON ({exc})") from exc
     if not isinstance(runs, list) or not all(isinstance(r, dict) and {"method", "seed", "dir"} <= set(r) for r in runs):
-        raise CliError('--runs: expected a JSON list of {"method": ..., "seed": ..., "dir": ...}')
+        raise UsageError('--runs: expected a JSON list of {"method": ..., "seed": ..., "dir": ...}')
     try:
         frame = evaluate_runs(args.prepared, runs, args.metrics, dataset=args.dataset, fold=args.fold,
                               list_sizes=args.list_sizes, empty_query=args.empty_query, ties=args.ties)
     except (ValueError, FileNotFoundError) as exc:
-        raise CliError(str(exc)) from exc
+        raise UsageError(str(exc)) from exc
     write_parquet(frame, args.out)
     print(f"{args.out}: {len(frame)} rows ({len(runs)} runs x {len(args.list_sizes or [0])} list sizes)")
     return 0

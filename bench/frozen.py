@@ -34,16 +34,13 @@ from typing import Any
 import pandas as pd
 
 from bench.atomic import atomic_path
+from bench.errors import FrozenMismatch, UsageError
 from bench.data.extract import file_sha256
 from bench.runs import canonical_json, git_commit, library_versions, protocol_hash
 
 FORMAT = 1
 MANIFEST = "manifest.json"
 BASELINES = "baselines"
-
-
-class FrozenMismatch(Exception):
-    """The frozen baselines do not match the current protocol, data or their own checksums."""
 
 
 def protocol_diff(frozen: Any, current: Any, prefix: str = "") -> list[str]:
@@ -182,26 +179,22 @@ def _read_frames(paths: list[str]) -> pd.DataFrame:
 
 
 def _cli_freeze(args) -> int:
-    from bench.cli import CliError
-
     try:
         protocol = json.loads(args.protocol)
         per_query = _read_frames(args.per_query)
         freeze(per_query, args.out, profile=args.profile, dataset=args.dataset, protocol=protocol,
                prepared_dirs=args.prepared)
     except (ValueError, FrozenMismatch) as exc:
-        raise CliError(str(exc)) from exc
+        raise UsageError(str(exc)) from exc
     print(f"froze {per_query['method'].nunique()} baselines of {args.dataset} into {args.out}")
     return 0
 
 
 def _cli_check(args) -> int:
-    from bench.cli import CliError
-
     try:
         manifest = check_frozen(args.frozen, json.loads(args.protocol), fold_fingerprints(args.prepared))
     except (FrozenMismatch, json.JSONDecodeError) as exc:
-        raise CliError(f"refusing to compare: {exc}") from exc
+        raise UsageError(f"refusing to compare: {exc}") from exc
     if args.out:
         with atomic_path(args.out) as tmp:
             tmp.write_text(json.dumps({"frozen": str(args.frozen), "protocol_hash": manifest["protocol_hash"],

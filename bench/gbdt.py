@@ -65,6 +65,7 @@ from bench.runs import (
     run_from_cli,
     write_run,
 )
+from bench.errors import LibraryError, TrainingDiverged
 from bench.seeds import derive_seed
 
 LIBRARIES = {"lightgbm": ("lambdarank", "rank_xendcg"), "xgboost": ("rank:pairwise", "rank:ndcg", "rank:map")}
@@ -349,15 +350,15 @@ def gbdt_run(
     t_fit = time.perf_counter()
     try:
         raw, record = trainer(cfg, data, seed_value, want_gpu, feval_values, log)
-    except Exception as exc:  # library errors (bad labels, bad params) become a clear user error
+    except Exception as exc:  # library errors (bad labels, bad params) become a one-line user error
         if type(exc).__name__ not in ("LightGBMError", "XGBoostError"):
             raise
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ConfigError(f"methods.{method}: {cfg['gbdt']} failed on {prepared_dir}: {first}") from exc
+        raise LibraryError(f"methods.{method}: {cfg['gbdt']} failed on {prepared_dir}: {first}") from exc
     fit_seconds = time.perf_counter() - t_fit
     scores = np.asarray(raw, dtype=np.float32)  # evaluate exactly what scores.npy stores
     if not np.isfinite(scores).all():
-        raise ConfigError(f"methods.{method}: the model produced non-finite test scores")
+        raise TrainingDiverged(f"methods.{method}: the model produced non-finite test scores")
     _, ys, os_, qs = data[2]
     frame = evaluate_split(scores, ys, os_, metrics_cfg, query_ids=qs)
     history = record.pop("history")
@@ -420,7 +421,7 @@ def gbdt_run(
 
 
 def _cli_gbdt(args) -> int:
-    return run_from_cli(gbdt_run, args)
+    return run_from_cli(gbdt_run, args, user_errors=(LibraryError, TrainingDiverged))
 
 
 def register_cli(subparsers) -> None:

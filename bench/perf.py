@@ -53,7 +53,7 @@ import torch
 
 from bench import losses, perf_all, perf_data, perf_reference, perf_scaling, perf_study, perf_train
 from bench.atomic import write_text
-from bench.cli import CliError
+from bench.errors import UsageError
 from bench.perf_common import (PeakMemory, SuiteResult, Target, fmt, loadavg, machine_line, now_utc,
                                parse_int_list, resolve_device, sync, targets_section)
 
@@ -150,10 +150,10 @@ def _only_at(items: list[str], names: list[str]) -> dict[int, list[str]]:
             n = -1
         wanted = [s.strip() for s in subset.split(",") if s.strip()]
         if not sep or n < 2 or not wanted:
-            raise CliError(f"--only-at expects L=loss[,loss...] with L >= 2, got {item!r}")
+            raise UsageError(f"--only-at expects L=loss[,loss...] with L >= 2, got {item!r}")
         unknown = sorted(set(wanted) - set(names))
         if unknown:
-            raise CliError(f"--only-at {item!r}: {', '.join(unknown)} not among the measured losses")
+            raise UsageError(f"--only-at {item!r}: {', '.join(unknown)} not among the measured losses")
         out[n] = [name for name in names if name in wanted]
     return out
 
@@ -164,13 +164,13 @@ def report_losses(args: argparse.Namespace) -> SuiteResult:
     dtype = {"float32": torch.float32, "float64": torch.float64}[args.dtype]
     lengths = parse_int_list(args.lengths, "--lengths", 2)
     if args.batch < 1 or args.repeats < 1:
-        raise CliError("--batch and --repeats must be >= 1")
+        raise UsageError("--batch and --repeats must be >= 1")
     names = losses.names() if not args.losses else [n.strip() for n in args.losses.split(",") if n.strip()]
     for name in names:
         try:
             losses.info(name)
         except ValueError as exc:
-            raise CliError(f"--losses: {exc}") from exc
+            raise UsageError(f"--losses: {exc}") from exc
     only_at = _only_at(args.only_at, names)
     itemsize = torch.empty((), dtype=dtype).element_size()
     load = loadavg()

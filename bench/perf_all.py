@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from bench.atomic import write_text
-from bench.cli import CliError
+from bench.errors import UsageError
 from bench.perf_common import SuiteResult, loadavg, machine_line, now_utc, resolve_device
 
 DEVICE_SUITES = ("losses", "scaling", "train")
@@ -94,7 +94,7 @@ def gpu_lines(device: torch.device) -> list[str]:
 
 def report_all(args: argparse.Namespace) -> SuiteResult:
     if args.device == "cuda" and not torch.cuda.is_available():
-        raise CliError("perf all --device cuda: CUDA is not available (torch.cuda.is_available() is False; "
+        raise UsageError("perf all --device cuda: CUDA is not available (torch.cuda.is_available() is False; "
                        f"torch {torch.__version__} built with CUDA {torch.version.cuda or 'none'}); "
                        "run on a GPU machine or use --device cpu")
     device = resolve_device(args.device)
@@ -107,7 +107,7 @@ def report_all(args: argparse.Namespace) -> SuiteResult:
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     unknown = skip - set(PLANS)
     if unknown:
-        raise CliError(f"--skip: unknown suite(s) {', '.join(sorted(unknown))}; known: {', '.join(PLANS)}")
+        raise UsageError(f"--skip: unknown suite(s) {', '.join(sorted(unknown))}; known: {', '.join(PLANS)}")
     out_dir, figure_dir = Path(args.out_dir), Path(args.figure_dir)
     load, started = loadavg(), time.perf_counter()
     results: list[SuiteResult] = []
@@ -128,7 +128,7 @@ def report_all(args: argparse.Namespace) -> SuiteResult:
             res = ns_report(name)(ns)
             if name == "scaling":
                 res.outputs += _figure(Path(ns.csv), figure_dir, f"scaling_figure{suffix}", ns)
-        except CliError:
+        except UsageError:
             raise
         except Exception as exc:  # keep going: the other suites' numbers still count
             traceback.print_exc()

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from bench.cli import CliError
+from bench.errors import UsageError
 
 
 # --------------------------------------------------------------------------- results
@@ -133,12 +133,12 @@ def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
-        raise CliError("--device cuda requested but torch.cuda.is_available() is False (use --device auto or cpu)")
+        raise UsageError("--device cuda requested but torch.cuda.is_available() is False (use --device auto or cpu)")
     return torch.device(name)
 
 
 def parse_int_list(text: str, option: str, minimum: int) -> list[int]:
-    """Comma-separated integers ``>= minimum``; a clear :class:`CliError` otherwise.
+    """Comma-separated integers ``>= minimum``; a clear :class:`UsageError` otherwise.
 
     >>> parse_int_list("125, 1000", "--lengths", 2)
     [125, 1000]
@@ -146,9 +146,9 @@ def parse_int_list(text: str, option: str, minimum: int) -> list[int]:
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError as exc:
-        raise CliError(f"{option} must be comma-separated integers, got {text!r}") from exc
+        raise UsageError(f"{option} must be comma-separated integers, got {text!r}") from exc
     if not values or min(values) < minimum:
-        raise CliError(f"{option} needs values >= {minimum}, got {text!r}")
+        raise UsageError(f"{option} needs values >= {minimum}, got {text!r}")
     return values
 
 

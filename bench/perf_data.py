@@ -31,7 +31,7 @@ import numba
 import numpy as np
 
 from bench.atomic import write_text
-from bench.cli import CliError
+from bench.errors import UsageError
 from bench.metrics import evaluate, parse_metric
 from bench.perf_common import SuiteResult, Target, fmt, loadavg, md_table, now_utc, targets_section
 
@@ -257,7 +257,7 @@ def measure_parse(mb: float, work: Path, log=print) -> dict:
 
 def report_parse(args: argparse.Namespace) -> SuiteResult:
     if args.mb <= 0:
-        raise CliError("--mb must be positive")
+        raise UsageError("--mb must be positive")
     load = loadavg()
     if args.keep is not None:
         args.keep.mkdir(parents=True, exist_ok=True)
@@ -337,7 +337,7 @@ def measure_metrics(n_queries: int, n_docs: int, repeats: int, metrics=METRICS) 
 
 def report_metrics(args: argparse.Namespace) -> SuiteResult:
     if min(args.queries, args.repeats) < 1 or args.docs < args.queries:
-        raise CliError("--queries and --repeats must be >= 1 and --docs >= --queries")
+        raise UsageError("--queries and --repeats must be >= 1 and --docs >= --queries")
     load = loadavg()
     r = measure_metrics(args.queries, args.docs, args.repeats)
     agree = r["worst_diff"] <= 1e-9

@@ -59,7 +59,7 @@ import torch
 
 from bench import losses
 from bench.atomic import atomic_path, write_text
-from bench.cli import CliError
+from bench.errors import UsageError
 from bench.data import generate_synthetic
 from bench.losses._common import discounts, gain
 from bench.losses.pirank import pirank_ndcg
@@ -237,9 +237,9 @@ def measure_length(curves: list[Curve], batches, args, device: torch.device) -> 
 def _check(args) -> tuple[list[int], list[str]]:
     lengths = parse_int_list(args.lengths, "--lengths", 2)
     if args.batch < 1 or args.steps < 1 or args.k < 1 or args.n_features < 2:
-        raise CliError("--batch, --steps and --k must be >= 1 and --n-features >= 2")
+        raise UsageError("--batch, --steps and --k must be >= 1 and --n-features >= 2")
     if args.max_seconds <= 0 or args.max_mb <= 0:
-        raise CliError("--max-seconds and --max-mb must be positive")
+        raise UsageError("--max-seconds and --max-mb must be positive")
     args.hidden_sizes = parse_int_list(args.hidden, "--hidden", 1)
     text = args.losses.strip()
     names = [] if text.lower() in ("", "none") else [n.strip() for n in text.split(",") if n.strip()]
@@ -247,7 +247,7 @@ def _check(args) -> tuple[list[int], list[str]]:
         try:
             losses.info(name)
         except ValueError as exc:
-            raise CliError(f"--losses: {exc}") from exc
+            raise UsageError(f"--losses: {exc}") from exc
     return sorted(lengths), names
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench.atomic import write_text
-from bench.cli import CliError
+from bench.errors import UsageError
 from bench.perf_common import SuiteResult, fmt, md_table, now_utc
 
 
@@ -30,9 +30,9 @@ def read_benchmarks(root: Path) -> pd.DataFrame:
         try:
             frame = pd.read_csv(path, sep="\t")
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-            raise CliError(f"{path}: not a Snakemake benchmark file ({exc})") from exc
+            raise UsageError(f"{path}: not a Snakemake benchmark file ({exc})") from exc
         if "s" not in frame.columns or frame.empty:
-            raise CliError(f"{path}: not a Snakemake benchmark file (no 's' column or no row)")
+            raise UsageError(f"{path}: not a Snakemake benchmark file (no 's' column or no row)")
         first = frame.iloc[0]
         rows.append({"job": path.relative_to(root).with_suffix("").as_posix(), "seconds": float(first["s"]),
                      "max_rss_mb": float(first["max_rss"]) if "max_rss" in frame and pd.notna(first["max_rss"]) else None,
@@ -50,7 +50,7 @@ def summarise(frame: pd.DataFrame, top: int) -> tuple[pd.DataFrame, float, float
 
 def report_study(args: argparse.Namespace) -> SuiteResult:
     if args.top < 1:
-        raise CliError("--top must be >= 1")
+        raise UsageError("--top must be >= 1")
     root = Path(args.root)
     frame = read_benchmarks(root)
     lines = ["# Workflow time (Snakemake benchmark files)", "", f"- generated {now_utc()} by `ltr-bench perf study` "

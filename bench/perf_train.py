@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from bench.atomic import write_text
-from bench.cli import CliError
+from bench.errors import UsageError
 from bench.data import generate_synthetic
 from bench.losses import get, info
 from bench.models import build_model
@@ -150,13 +150,13 @@ def measure_losses(names: list[str], data, batch: int, list_size: int, steps: in
 def report_train(args: argparse.Namespace) -> SuiteResult:
     device = resolve_device(args.device)
     if min(args.queries, args.steps, args.batch, args.list_size) < 1 or args.trees < 0:
-        raise CliError("--queries, --steps, --batch and --list-size must be >= 1, --trees >= 0")
+        raise UsageError("--queries, --steps, --batch and --list-size must be >= 1, --trees >= 0")
     names = [n.strip() for n in args.losses.split(",") if n.strip()]
     for name in names:
         try:
             info(name)
         except ValueError as exc:
-            raise CliError(f"--losses: {exc}") from exc
+            raise UsageError(f"--losses: {exc}") from exc
     if args.threads:
         torch.set_num_threads(args.threads)
     load = loadavg()

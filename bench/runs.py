@@ -42,6 +42,7 @@ import numpy as np
 import pandas as pd
 
 from bench.atomic import atomic_path
+from bench.errors import ConfigError, UsageError
 
 RUN_JSON_KEYS = (
     "kind",
@@ -79,10 +80,6 @@ DEFAULT_METRICS = [
 METRIC_DEFAULTS: dict[str, Any] = {"names": DEFAULT_METRICS, "empty_query": "one", "ties": "stable"}
 
 _LIBRARIES = ("numpy", "scipy", "pandas", "pyarrow", "torch", "lightgbm", "xgboost", "ltr-bench")
-
-
-class ConfigError(ValueError):
-    """A bad run configuration; the message names the file and/or config key at fault."""
 
 
 def load_config(path: str | os.PathLike) -> dict[str, Any]:
@@ -352,11 +349,9 @@ def add_run_arguments(p, *, method_help: str, config_help: str, quiet_help: str,
 def run_from_cli(run_fn, args, *, user_errors: tuple[type[BaseException], ...] = (), **extra: Any) -> int:
     """Load ``args.config``, call ``run_fn`` with the common arguments and print the run dir.
 
-    Config errors, ``user_errors`` and missing files become :class:`bench.cli.CliError`
+    Config errors, ``user_errors`` and missing files become :class:`bench.cli.UsageError`
     (a message naming the file or key, exit status 2) instead of a traceback.
     """
-    from bench.cli import CliError
-
     try:
         out = run_fn(
             load_config(args.config),
@@ -370,9 +365,9 @@ def run_from_cli(run_fn, args, *, user_errors: tuple[type[BaseException], ...] =
             **extra,
         )
     except (ConfigError, *user_errors) as exc:
-        raise CliError(str(exc)) from exc
+        raise UsageError(str(exc)) from exc
     except FileNotFoundError as exc:
-        raise CliError(f"{exc.filename or exc}: not found ({exc.strerror or exc})") from exc
+        raise UsageError(f"{exc.filename or exc}: not found ({exc.strerror or exc})") from exc
     print(out)
     return 0
 

@@ -56,6 +56,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from bench.atomic import atomic_path
+from bench.errors import UsageError
 from bench.seeds import derive_seed
 
 KEY_COLUMNS = ("dataset", "fold", "seed", "method", "query")
@@ -341,46 +342,42 @@ def _one_table(frame, dataset, metric, methods, hib, *, test, correction, alpha,
 
 def load_per_query(inputs: Sequence[str]) -> pd.DataFrame:
     """Concatenate per-run ``metrics.parquet`` files given as paths or glob patterns."""
-    from bench.cli import CliError
-
     paths: list[str] = []
     for pattern in inputs:
         found = sorted(_glob.glob(pattern)) if any(ch in pattern for ch in "*?[") else [pattern]
         if not found:
-            raise CliError(f"--inputs pattern {pattern!r} matches no file")
+            raise UsageError(f"--inputs pattern {pattern!r} matches no file")
         paths.extend(found)
     frames = []
     for path in dict.fromkeys(paths):  # keep order, drop repeats
         if not Path(path).is_file():
-            raise CliError(f"--inputs file {path} does not exist")
+            raise UsageError(f"--inputs file {path} does not exist")
         try:
             df = pd.read_parquet(path)
         except Exception as exc:  # pyarrow raises several types for a broken file
-            raise CliError(f"{path}: cannot read as parquet ({exc})") from exc
+            raise UsageError(f"{path}: cannot read as parquet ({exc})") from exc
         missing = [c for c in KEY_COLUMNS if c not in df.columns]
         if missing:
-            raise CliError(f"{path}: lacks columns {missing}; a run's metrics.parquet has the "
+            raise UsageError(f"{path}: lacks columns {missing}; a run's metrics.parquet has the "
                            "evaluate frame plus dataset, fold, method, seed")
         frames.append(df)
     return pd.concat(frames, ignore_index=True)
 
 
 def _cli_stats(args) -> int:
-    from bench.cli import CliError
-
     per_query = load_per_query(args.inputs)
     metrics = args.metrics or [
         c for c in per_query.columns if c not in KEY_COLUMNS and not c.endswith(":dropped")
     ]
     absent = [m for m in metrics if m not in per_query.columns]
     if absent:
-        raise CliError(f"--metrics {absent} not found in the inputs (they have "
+        raise UsageError(f"--metrics {absent} not found in the inputs (they have "
                        f"{[c for c in per_query.columns if c not in KEY_COLUMNS]})")
     try:
         table = significance(per_query, metrics, test=args.test, correction=args.correction,
                              alpha=args.alpha, n_boot=args.n_boot, seed=args.seed)
     except ValueError as exc:
-        raise CliError(str(exc)) from exc
+        raise UsageError(str(exc)) from exc
     with atomic_path(args.out) as tmp:
         table.to_parquet(tmp, engine="pyarrow", index=False)
     print(f"ltr-bench stats: {len(table)} rows ({table['dataset'].nunique()} datasets, "

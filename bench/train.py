@@ -102,6 +102,7 @@ from bench.runs import (
     subsample_lists,
     write_run,
 )
+from bench.errors import TrainingDiverged
 from bench.seeds import derive_seed, numpy_generator
 
 TRAIN_DEFAULTS: dict[str, Any] = {
@@ -129,10 +130,6 @@ EXIT_ENV = "BENCH_TRAIN_EXIT_AFTER_EPOCH"
 EXIT_STATUS = 75
 EVAL_MAX_SLOTS = 1 << 16
 CHECKPOINT_FORMAT = 1
-
-
-class TrainingDiverged(RuntimeError):
-    """A non-finite loss or gradient; the message names epoch, batch, step and values."""
 
 
 # ----------------------------------------------------------------------------------------
@@ -163,7 +160,7 @@ def resolve_train_config(shared: dict | None, local: dict | None, *, method: str
     >>> resolve_train_config(None, {"bach_size": 3}, method="m")
     Traceback (most recent call last):
     ...
-    bench.runs.ConfigError: methods.m.train.bach_size: unknown key; known keys: amp, batch_size, early_stopping_metric, epochs, eval_batch_size, grad_clip, keep_checkpoint, list_size, lr, lr_gamma, lr_step, max_steps, patience, restore_best, tau_schedule, test_list_size, weight_decay
+    bench.errors.ConfigError: methods.m.train.bach_size: unknown key; known keys: amp, batch_size, early_stopping_metric, epochs, eval_batch_size, grad_clip, keep_checkpoint, list_size, lr, lr_gamma, lr_step, max_steps, patience, restore_best, tau_schedule, test_list_size, weight_decay
     """
     shared, local = dict(shared or {}), dict(local or {})
 

@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 from bench.gbdt import gbdt_run, resolve_gbdt_config
-from bench.runs import RUN_JSON_KEYS, ConfigError
+from bench.errors import ConfigError, LibraryError
+from bench.runs import RUN_JSON_KEYS
 
 METRICS = ["ndcg@10", "mrr", "arp"]
 # tiny data: the MSLR defaults (min hessian 100) would forbid every split
@@ -142,9 +143,9 @@ def test_cli_gbdt(prepared, tmp_path):
     assert rc == 2 and not (tmp_path / "r2").exists()
 
 
-def test_library_errors_become_config_errors(prepared, tmp_path):
+def test_library_errors_become_one_line_library_errors(prepared, tmp_path):
     cfg = _config()
     cfg["methods"]["xgb_ndcg"]["params"]["max_depth"] = -3
-    with pytest.raises(ConfigError, match="methods.xgb_ndcg: xgboost failed"):
+    with pytest.raises(LibraryError, match="methods.xgb_ndcg: xgboost failed"):
         gbdt_run(cfg, prepared, tmp_path / "r", method="xgb_ndcg", seed=0, device="cpu", quiet=True)
     assert not (tmp_path / "r").exists()

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from bench import losses, perf, perf_reference
-from bench.cli import CliError, main
+from bench.cli import main
+from bench.errors import UsageError
 
 
 def _rows(text: str) -> list[list[str]]:
@@ -82,7 +83,7 @@ def test_device_resolution_falls_back_or_fails_clearly():
         assert perf.resolve_device("auto").type == "cuda"
     else:
         assert perf.resolve_device("auto") == torch.device("cpu")
-        with pytest.raises(CliError, match="torch.cuda.is_available"):
+        with pytest.raises(UsageError, match="torch.cuda.is_available"):
             perf.resolve_device("cuda")
 
 

@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from bench import perf, perf_scaling, perf_study
-from bench.cli import CliError, main
+from bench.cli import main
+from bench.errors import UsageError
 from bench.report import figures
 
 
@@ -118,7 +119,7 @@ def test_study_span_and_bad_files(tmp_path):
     slowest, total, span = perf_study.summarise(perf_study.read_benchmarks(tmp_path), 1)
     assert list(slowest.job) == ["a"] and total == 14.0 and span == pytest.approx(13.0)  # 990 -> 1003
     (tmp_path / "bad.tsv").write_text("x\ty\n1\t2\n")
-    with pytest.raises(CliError, match="bad.tsv: not a Snakemake benchmark file"):
+    with pytest.raises(UsageError, match="bad.tsv: not a Snakemake benchmark file"):
         perf_study.read_benchmarks(tmp_path)
 
 

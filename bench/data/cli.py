@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.atomic import atomic_path
-from bench.cli import CliError
+from bench.errors import UsageError
 
 
 def _registry(args):
@@ -26,7 +26,7 @@ def _registry(args):
     try:
         return load_registry(getattr(args, "registry", None))
     except ValueError as exc:
-        raise CliError(str(exc)) from exc
+        raise UsageError(str(exc)) from exc
 
 
 def _options(text: str | None) -> dict:
@@ -38,13 +38,13 @@ def _options(text: str | None) -> dict:
         try:
             text = Path(where).read_text(encoding="utf-8")
         except OSError as exc:
-            raise CliError(f"--options {where}: {exc}") from exc
+            raise UsageError(f"--options {where}: {exc}") from exc
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise CliError(f"{where}: not valid JSON: {exc}") from exc
+        raise UsageError(f"{where}: not valid JSON: {exc}") from exc
     if not isinstance(value, dict):
-        raise CliError(f"{where}: must be a JSON object, got {type(value).__name__}")
+        raise UsageError(f"{where}: must be a JSON object, got {type(value).__name__}")
     return value
 
 
@@ -77,7 +77,7 @@ def _cmd_fetch(args) -> int:
         ds = get(args.name, registry)
         out = fetch(ds, args.raw_dir, url=args.url, extract=not args.no_extract)
     except (KeyError, DownloadError, ExtractError) as exc:
-        raise CliError(str(exc).strip("'\"")) from exc
+        raise UsageError(str(exc).strip("'\"")) from exc
     print(f"{ds.name}: ready in {out}")
     return 0
 
@@ -91,7 +91,7 @@ def _cmd_prepare(args) -> int:
         fold = prepare_fold(args.source, args.fold, args.out, _options(args.options),
                             raw_dir=args.raw_dir, registry=registry, force=args.force)
     except (KeyError, ValueError, FileNotFoundError, SvmlightFormatError) as exc:
-        raise CliError(str(exc).strip("'\"")) from exc
+        raise UsageError(str(exc).strip("'\"")) from exc
     print(f"{args.out}: fingerprint {fold.fingerprint}")
     return 0
 
@@ -103,7 +103,7 @@ def _cmd_synthetic(args) -> int:
     try:
         X, y, qid = generate_synthetic(**opts)
     except (TypeError, ValueError) as exc:
-        raise CliError(f"--options: {exc}") from exc
+        raise UsageError(f"--options: {exc}") from exc
     with atomic_path(args.out) as tmp:
         with open(tmp, "wb") as fh:
             np.savez(fh, X=X, y=y, qid=qid)

@@ -28,15 +28,13 @@ import zipfile
 from pathlib import Path, PurePosixPath
 
 from bench.atomic import atomic_path, write_json
+from bench.errors import ExtractError
 
 __all__ = ["ExtractError", "detect_format", "extract_archive", "MANIFEST"]
 
 MANIFEST = ".manifest.json"
 _CHUNK = 1 << 20
 
-
-class ExtractError(RuntimeError):
-    """An archive that cannot or must not be extracted; the message names the member."""
 
 
 def detect_format(path: str | os.PathLike) -> str:

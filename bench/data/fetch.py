@@ -29,8 +29,9 @@ from pathlib import Path
 from tqdm import tqdm
 
 from bench.atomic import write_json
-from bench.data.extract import MANIFEST, ExtractError, extract_archive, file_sha256
+from bench.data.extract import MANIFEST, extract_archive, file_sha256
 from bench.data.registry import Dataset
+from bench.errors import ChecksumError, DownloadError, ExtractError, ManualDownloadRequired, TransferInterrupted
 
 __all__ = ["ChecksumError", "DownloadError", "ManualDownloadRequired", "TransferInterrupted", "download", "fetch", "find_split_file",
            "dataset_status", "source_sha256"]
@@ -39,20 +40,6 @@ _CHUNK = 1 << 20
 VERIFIED = ".verified.json"
 
 
-class DownloadError(RuntimeError):
-    """A download that failed or did not verify; the message says what to do."""
-
-
-class ChecksumError(DownloadError):
-    """A complete file whose size or checksum is wrong; it was moved to ``*.corrupt``."""
-
-
-class TransferInterrupted(DownloadError):
-    """The transfer broke off; the ``.part`` file is kept for a resume."""
-
-
-class ManualDownloadRequired(DownloadError):
-    """A manual-only archive is missing; the message names the file, place and source."""
 
 
 def _move_aside(path: Path) -> Path:

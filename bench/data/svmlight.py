@@ -64,19 +64,11 @@ import numpy as np
 from numba import prange
 
 from bench.data._jit import njit
+from bench.errors import SvmlightFormatError
 
 __all__ = ["SvmlightFormatError", "read_svmlight"]
 
 
-class SvmlightFormatError(ValueError):
-    """Malformed SVMlight input; ``.path`` is the file, ``.line`` the 1-based line (or None)."""
-
-    def __init__(self, path: str | os.PathLike, line: int | None, what: str):
-        self.path = str(path)
-        self.line = line
-        self.what = what
-        where = self.path if line is None else f"{self.path}:{line}"
-        super().__init__(f"{where}: {what}")
 
 
 # error codes shared by the kernels and the message table below

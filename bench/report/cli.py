@@ -25,17 +25,16 @@ from typing import Any
 import pandas as pd
 
 from bench.atomic import write_text
+from bench.errors import UsageError
 
 
 def _spec(text: str) -> dict[str, Any]:
-    from bench.cli import CliError
-
     try:
         spec = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise CliError(f"--spec: not valid JSON ({exc})") from exc
+        raise UsageError(f"--spec: not valid JSON ({exc})") from exc
     if not isinstance(spec, dict):
-        raise CliError("--spec: expected a JSON object")
+        raise UsageError("--spec: expected a JSON object")
     return spec
 
 
@@ -60,7 +59,6 @@ def _cli_table(args) -> int:
 
 
 def _cli_figure(args) -> int:
-    from bench.cli import CliError
     from bench.report import figures as F
 
     spec = _spec(args.spec)
@@ -76,22 +74,20 @@ def _cli_figure(args) -> int:
         fig = F.listsize_figure(data)
     elif name == "recall_heatmap":
         if not inputs:
-            raise CliError("recall_heatmap: give the evaluated per-query parquet files with --input")
+            raise UsageError("recall_heatmap: give the evaluated per-query parquet files with --input")
         per_query = pd.concat([pd.read_parquet(p) for p in inputs], ignore_index=True)
         fig = F.recall_heatmap(F.recall_grid(per_query, spec["methods"], spec["m"], spec["k"]), spec.get("labels"))
     elif name == "neuralndcg_curves":
         fig = F.neuralndcg_curves(F.neuralndcg_curve_data(spec.get("taus", [0.1, 1.0, 5.0]), spec.get("points", 401)))
     else:
-        raise CliError(f"unknown figure {name!r}; known: {', '.join(FIGURE_NAMES)}")
+        raise UsageError(f"unknown figure {name!r}; known: {', '.join(FIGURE_NAMES)}")
     F.save(fig, args.png, args.pdf)
     return 0
 
 
 def _one(inputs: list[str], name: str) -> str:
-    from bench.cli import CliError
-
     if len(inputs) != 1:
-        raise CliError(f"{name}: expected exactly one --input file, got {len(inputs)}")
+        raise UsageError(f"{name}: expected exactly one --input file, got {len(inputs)}")
     return inputs[0]
 
 
@@ -120,7 +116,6 @@ def compare_stats(frozen_dir: str | Path, new: pd.DataFrame, spec: dict[str, Any
 
 
 def _cli_compare(args) -> int:
-    from bench.cli import CliError
     from bench.frozen import FrozenMismatch, fold_fingerprints, read_manifest
     from bench.report.tables import build_table
 
@@ -129,7 +124,7 @@ def _cli_compare(args) -> int:
     try:
         stats = compare_stats(args.frozen, new, spec, fold_fingerprints(args.prepared))
     except FrozenMismatch as exc:
-        raise CliError(f"refusing to compare: {exc}") from exc
+        raise UsageError(f"refusing to compare: {exc}") from exc
     if args.stats_out:
         from bench.evaluate import write_parquet
 

@@ -17,13 +17,12 @@ from bench.errors import BenchError
 # module -> the sub-commands it registers (listed so `--help` works without importing all)
 STAGES: dict[str, tuple[str, ...]] = {
     "bench.data.cli": ("datasets", "fetch", "prepare", "synthetic"),
-    "bench.train": ("train",),
-    "bench.gbdt": ("gbdt",),
+    "bench.training.cli": ("train", "gbdt"),
     "bench.evaluate": ("evaluate",),
     "bench.stats": ("stats",),
     "bench.report.cli": ("table", "figure", "compare-table"),
     "bench.frozen": ("freeze", "check-frozen"),
-    "bench.perf": ("perf",),
+    "bench.perf.cli": ("perf",),
 }
 
 

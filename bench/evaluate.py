@@ -8,18 +8,15 @@ by several tables are trained once.
 
 Test list size (PiRank Table 3): with ``list_sizes`` = ``[L, ...]`` each query of the test
 split is cut to a seeded random subset of at most ``L`` documents (their original order
-kept), drawn from ``derive_seed(dataset, fold, "test", "eval_lists", L)``; the draw is the
-same for every method and seed, so paired tests stay paired. The rows of size ``L`` carry
-``dataset = "<dataset>@Ltest=<L>"`` (:func:`bench.report.tables.dataset_key`), so the
-statistics step treats each test size as its own comparison.
+kept), drawn by :func:`bench.data.sublists.seeded_sublists` from ``(dataset, fold, "test",
+"eval_lists", L)``; the draw is the same for every method and seed, so paired tests stay
+paired. The rows of size ``L`` carry ``dataset = "<dataset>@Ltest=<L>"``
+(:func:`bench.results.dataset_key`), so the statistics step treats each test size as its
+own comparison.
 
-Output columns: ``dataset, fold, seed, method, query``, one float column per metric and one
-bool ``<metric>:dropped`` column per metric, plus ``l_test`` (0 = full lists).
-
->>> import numpy as np
->>> idx, off = eval_lists(np.array([0, 3, 5]), 2, "d", "Fold1")
->>> off.tolist(), len(idx)
-([0, 2, 4], 4)
+Output columns: the per-query key columns :data:`bench.results.KEY_COLUMNS` (``dataset,
+fold, seed, method, query``), one float column per metric and one bool
+``<metric>:dropped`` column per metric, plus ``l_test`` (0 = full lists).
 """
 
 from __future__ import annotations
@@ -31,19 +28,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.atomic import atomic_path
+from bench.data.sublists import seeded_sublists
 from bench.errors import UsageError
-from bench.report.tables import dataset_key
-from bench.runs import subsample_lists
-from bench.seeds import numpy_generator
-
-ID_COLUMNS = ["dataset", "fold", "seed", "method", "query"]
-
-
-def eval_lists(offsets: np.ndarray, list_size: int, dataset: str, fold: str) -> tuple[np.ndarray, np.ndarray]:
-    """Document indices and offsets of the seeded ``L_test`` sub-sample of every query."""
-    rng = numpy_generator(dataset, fold, "test", "eval_lists", int(list_size))
-    return subsample_lists(offsets, int(list_size), rng)
+from bench.results import dataset_key, write_frame
 
 
 def evaluate_runs(
@@ -67,7 +54,8 @@ def evaluate_runs(
     qids = np.asarray(test.qids, dtype=np.int64)
     variants = [(None, np.arange(labels.size), offsets)]
     if list_sizes:
-        variants = [(size, *eval_lists(offsets, size, dataset, fold)) for size in list_sizes]
+        variants = [(size, *seeded_sublists(offsets, size, dataset=dataset, fold=fold, split="test"))
+                    for size in list_sizes]
     frames = []
     for run in runs:
         path = Path(run["dir"]) / "scores.npy"
@@ -94,12 +82,6 @@ def evaluate_runs(
     return pd.concat(frames, ignore_index=True)
 
 
-def write_parquet(frame: pd.DataFrame, path: str | Path) -> None:
-    """Write a frame as parquet atomically."""
-    with atomic_path(path) as tmp:
-        frame.to_parquet(tmp, index=False)
-
-
 def _cli(args) -> int:
     try:
         runs = json.loads(args.runs)
@@ -112,7 +94,7 @@ def _cli(args) -> int:
                               list_sizes=args.list_sizes, empty_query=args.empty_query, ties=args.ties)
     except (ValueError, FileNotFoundError) as exc:
         raise UsageError(str(exc)) from exc
-    write_parquet(frame, args.out)
+    write_frame(frame, args.out)
     print(f"{args.out}: {len(frame)} rows ({len(runs)} runs x {len(args.list_sizes or [0])} list sizes)")
     return 0
 

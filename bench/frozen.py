@@ -7,7 +7,7 @@ Layout of ``results/frozen/<profile>/<dataset>/``::
                                  (columns dataset, fold, seed, method, query, metrics,
                                  <metric>:dropped)
 
-``manifest.json`` holds the study protocol (:func:`bench.config.study_protocol`: data
+``manifest.json`` holds the study protocol (:func:`bench.config.plan.study_protocol`: data
 recipe, folds, model, schedule, seeds, metric conventions -- never the methods) and its
 canonical sha256 (:func:`protocol_hash`), the dataset fingerprint of every fold (the
 ``fingerprint`` of the prepared fold's meta.json: sha256 over its arrays), the code version
@@ -34,9 +34,10 @@ from typing import Any
 import pandas as pd
 
 from bench.atomic import atomic_path
-from bench.errors import FrozenMismatch, UsageError
 from bench.data.extract import file_sha256
-from bench.runs import canonical_json, git_commit, library_versions, protocol_hash
+from bench.errors import FrozenMismatch, UsageError
+from bench.provenance import canonical_json, git_commit, library_versions, protocol_hash
+from bench.results import read_frames
 
 FORMAT = 1
 MANIFEST = "manifest.json"
@@ -174,14 +175,10 @@ def load_frozen(frozen_dir: str | Path, manifest: dict[str, Any]) -> pd.DataFram
 # ----------------------------------------------------------------------------- CLI
 
 
-def _read_frames(paths: list[str]) -> pd.DataFrame:
-    return pd.concat([pd.read_parquet(p) for p in paths], ignore_index=True)
-
-
 def _cli_freeze(args) -> int:
     try:
         protocol = json.loads(args.protocol)
-        per_query = _read_frames(args.per_query)
+        per_query = read_frames(args.per_query)
         freeze(per_query, args.out, profile=args.profile, dataset=args.dataset, protocol=protocol,
                prepared_dirs=args.prepared)
     except (ValueError, FrozenMismatch) as exc:

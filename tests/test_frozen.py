@@ -11,8 +11,9 @@ import pandas as pd
 import pytest
 import torch
 
-from bench import config as bc
 from bench import frozen as fz
+from bench.config import plan
+from bench.config import validate as cv
 from bench.report.cli import compare_stats
 
 
@@ -128,8 +129,8 @@ def test_compare_stats_pairs_new_loss_with_every_frozen_baseline(frozen):
 
 
 def test_study_protocol_hash_is_stable_across_key_order():
-    cfg = bc.load_config()
-    proto = bc.study_protocol(cfg, "unified", "syn-web")
+    cfg = cv.load_config()
+    proto = plan.study_protocol(cfg, "unified", "syn-web")
     shuffled = json.loads(json.dumps(proto, sort_keys=False))
     shuffled = {k: shuffled[k] for k in reversed(list(shuffled))}
     assert fz.protocol_hash(proto) == fz.protocol_hash(shuffled)

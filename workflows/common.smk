@@ -8,15 +8,17 @@ from pathlib import Path
 
 from snakemake.utils import min_version
 
-from bench import config as bc
+from bench.config import plan
+from bench.config.validate import validate_config
+from bench.errors import ConfigError
 from bench.atomic import write_text
 
 min_version("8.0")
 
 SCHEMA = Path(workflow.basedir) / "workflows" / "schemas" / "config.schema.yaml"
 try:
-    bc.validate_config(config, SCHEMA)
-except bc.ConfigError as exc:
+    validate_config(config, SCHEMA)
+except ConfigError as exc:
     raise WorkflowError(f"invalid configuration: {exc}") from None
 
 PROFILE = config["profile"]
@@ -37,21 +39,21 @@ def _alternatives(names):
     return "(?:" + "|".join(re.escape(n) for n in names) + ")" if names else "(?!)"
 
 
-ALL_METHODS = {**config["methods"], **bc.compare_methods(config)}
-GBDT_METHODS = _alternatives(m for m, s in ALL_METHODS.items() if bc.is_gbdt(s))
-NEURAL_METHODS = _alternatives(m for m, s in ALL_METHODS.items() if not bc.is_gbdt(s))
+ALL_METHODS = {**config["methods"], **plan.compare_methods(config)}
+GBDT_METHODS = _alternatives(m for m, s in ALL_METHODS.items() if plan.is_gbdt(s))
+NEURAL_METHODS = _alternatives(m for m, s in ALL_METHODS.items() if not plan.is_gbdt(s))
 
 
 # ----------------------------------------------------------------------------- targets
 
 
 def _require_table(table):
-    if table not in bc.enabled_tables(config):
+    if table not in plan.enabled_tables(config):
         raise WorkflowError(f"table {table} is not enabled in profile {PROFILE} (config key 'tables.{table}')")
 
 
 def _require_figure(figure):
-    if figure not in bc.enabled_figures(config):
+    if figure not in plan.enabled_figures(config):
         raise WorkflowError(f"figure {figure} is not enabled in profile {PROFILE} (config key 'figures.{figure}')")
 
 
@@ -67,9 +69,9 @@ def figure_outputs(figure):
 
 def report_inputs():
     out = []
-    for table in bc.enabled_tables(config):
+    for table in plan.enabled_tables(config):
         out += table_outputs(table)
-    for figure in bc.enabled_figures(config):
+    for figure in plan.enabled_figures(config):
         out += figure_outputs(figure)
     return out
 
@@ -77,7 +79,7 @@ def report_inputs():
 def freeze_outputs():
     if "freeze" not in config:
         raise WorkflowError("no 'freeze' section in the config: nothing to freeze")
-    return [f"results/frozen/{PROFILE}/{ds}/manifest.json" for ds in bc.freeze_datasets(config)]
+    return [f"results/frozen/{PROFILE}/{ds}/manifest.json" for ds in plan.freeze_datasets(config)]
 
 
 def compare_outputs():
@@ -86,7 +88,7 @@ def compare_outputs():
             "config key 'compare.losses' is empty: add the losses to compare, e.g. "
             "`--configfile config/compare-example.yaml` (see workflows/README-sections.md)"
         )
-    return [f"reports/compare/{ds}.{fmt}" for ds in bc.compare_datasets(config) for fmt in ("md", "html")]
+    return [f"reports/compare/{ds}.{fmt}" for ds in plan.compare_datasets(config) for fmt in ("md", "html")]
 
 
 # ----------------------------------------------------------------------------- data
@@ -111,16 +113,16 @@ def prepare_options(wildcards):
 
 
 def run_config_json(wildcards):
-    return json.dumps(bc.run_config(config, wildcards.experiment, wildcards.dataset, wildcards.method),
+    return json.dumps(plan.run_config(config, wildcards.experiment, wildcards.dataset, wildcards.method),
                       indent=2, sort_keys=True) + "\n"
 
 
 def evaluation_plan(name, dataset):
     """(experiment, methods, seeds, folds, metrics, list_sizes) of one evaluation target."""
-    if name in bc.TABLES:
+    if name in plan.TABLES:
         spec = config["tables"][name]
-        return (spec["protocol"], bc.table_methods(config, name), bc.table_seeds(config, name),
-                bc.table_folds(config, name, dataset), spec["metrics"], spec.get("list_sizes", []))
+        return (spec["protocol"], plan.table_methods(config, name), plan.table_seeds(config, name),
+                plan.table_folds(config, name, dataset), spec["metrics"], spec.get("list_sizes", []))
     if name == "recall_heatmap":
         spec = config["figures"][name]
         seeds = spec.get("seeds") or config["protocols"][spec["protocol"]]["seeds"]
@@ -129,11 +131,11 @@ def evaluation_plan(name, dataset):
         return spec["protocol"], spec["methods"], seeds, folds, metrics, []
     if name == "freeze":
         protocol = config["freeze"]["protocol"]
-        return (protocol, bc.freeze_methods(config), config["protocols"][protocol]["seeds"],
+        return (protocol, plan.freeze_methods(config), config["protocols"][protocol]["seeds"],
                 config["datasets"][dataset]["folds"], config["freeze"]["metrics"], [])
-    if name == bc.COMPARE_EXPERIMENT:
+    if name == plan.COMPARE_EXPERIMENT:
         protocol = config["freeze"]["protocol"]
-        return (bc.COMPARE_EXPERIMENT, list(bc.compare_methods(config)), config["protocols"][protocol]["seeds"],
+        return (plan.COMPARE_EXPERIMENT, list(plan.compare_methods(config)), config["protocols"][protocol]["seeds"],
                 config["datasets"][dataset]["folds"], config["freeze"]["metrics"], [])
     raise WorkflowError(f"no evaluation named {name!r}")
 
@@ -171,12 +173,12 @@ def evaluated_files(name, datasets):
 
 def recall_dataset():
     spec = config["figures"]["recall_heatmap"]
-    return bc.resolve_role(config, spec["dataset"])
+    return plan.resolve_role(config, spec["dataset"])
 
 
 def temperature_runs():
     spec = config["figures"]["temperature_figure"]
-    dataset = bc.resolve_role(config, spec["dataset"])
+    dataset = plan.resolve_role(config, spec["dataset"])
     fold = spec.get("fold") or config["datasets"][dataset]["folds"][0]
     seeds = spec.get("seeds") or config["protocols"][spec["protocol"]]["seeds"]
     # a list of [label, run dirs] pairs: JSON keeps its order (the legend order)
@@ -202,17 +204,17 @@ def method_labels(names):
 def table_spec_json(wildcards):
     table = wildcards.table
     spec = config["tables"][table]
-    roles = bc.table_roles(config, table)
+    roles = plan.table_roles(config, table)
     stands = {}
     if spec["datasets"] != "all":
         for role in spec["datasets"]:
-            name = bc.resolve_role(config, role, spec)
+            name = plan.resolve_role(config, role, spec)
             if config["datasets"][name]["source"] == "synthetic" and role != name:
                 stands.setdefault(name, []).append(role)
     datasets = [
         {"name": ds, "label": config["datasets"][ds].get("label", ds), "role": roles.get(ds),
          "stands_for": stands.get(ds, [])}
-        for ds in bc.table_datasets(config, table)
+        for ds in plan.table_datasets(config, table)
     ]
     sizes = spec.get("list_sizes", [])
     out = {
@@ -221,15 +223,15 @@ def table_spec_json(wildcards):
         "profile": PROFILE,
         "layout": "listsize" if table == "listsize_table3" else "methods",
         "datasets": datasets,
-        "methods": method_labels(bc.table_methods(config, table)),
+        "methods": method_labels(plan.table_methods(config, table)),
         "metrics": spec["metrics"],
-        "seeds": bc.table_seeds(config, table),
+        "seeds": plan.table_seeds(config, table),
         "list_sizes": sizes,
         "l_train": spec.get("l_train", {}),
         "stats": config["stats"],
         "evaluation": config["evaluation"],
         "paper": spec.get("paper"),
-        "source": bc.TABLE_SOURCES.get(table),
+        "source": plan.TABLE_SOURCES.get(table),
     }
     return json.dumps(out, sort_keys=True)
 
@@ -243,7 +245,7 @@ def figure_spec_json(wildcards):
         out = {"runs": temperature_runs(), "metrics": spec.get("metrics") or ["ndcg@10"]}
     elif figure == "listsize_figure":
         table = config["tables"][spec["table"]]
-        out = {"dataset": bc.table_datasets(config, spec["table"])[0], "l_train": table["l_train"],
+        out = {"dataset": plan.table_datasets(config, spec["table"])[0], "l_train": table["l_train"],
                "list_sizes": table["list_sizes"], "metrics": spec["metrics"]}
     elif figure == "recall_heatmap":
         out = {"methods": spec["methods"], "m": spec["m"], "k": spec["k"],
@@ -283,7 +285,7 @@ def perf_args():
 
 
 def study_protocol_json(dataset):
-    return json.dumps(bc.study_protocol(config, config["freeze"]["protocol"], dataset), sort_keys=True)
+    return json.dumps(plan.study_protocol(config, config["freeze"]["protocol"], dataset), sort_keys=True)
 
 
 def prepared_folds(dataset):
@@ -295,7 +297,7 @@ def compare_spec_json(wildcards):
     labels = {m: s.get("label", m) for m, s in ALL_METHODS.items()}
     return json.dumps(
         {"dataset": dataset, "profile": PROFILE, "metrics": config["freeze"]["metrics"],
-         "protocol": bc.study_protocol(config, config["freeze"]["protocol"], dataset),
+         "protocol": plan.study_protocol(config, config["freeze"]["protocol"], dataset),
          "stats": config["stats"], "labels": labels},
         sort_keys=True,
     )

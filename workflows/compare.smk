@@ -42,7 +42,7 @@ rule check_frozen:
 
 rule compare_table:
     input:
-        new=lambda w: evaluated_files(bc.COMPARE_EXPERIMENT, [w.dataset]),
+        new=lambda w: evaluated_files(plan.COMPARE_EXPERIMENT, [w.dataset]),
         prepared=lambda w: prepared_folds(w.dataset),
         checked="results/compare/{dataset}/frozen.ok",
     output:

@@ -3,7 +3,7 @@
 
 rule stats:
     input:
-        lambda w: evaluated_files(w.table, bc.table_datasets(config, w.table)),
+        lambda w: evaluated_files(w.table, plan.table_datasets(config, w.table)),
     output:
         STATS,
     params:

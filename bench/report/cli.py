@@ -126,9 +126,9 @@ def _cli_compare(args) -> int:
     except FrozenMismatch as exc:
         raise UsageError(f"refusing to compare: {exc}") from exc
     if args.stats_out:
-        from bench.evaluate import write_parquet
+        from bench.results import write_frame
 
-        write_parquet(stats, args.stats_out)
+        write_frame(stats, args.stats_out)
     manifest = read_manifest(args.frozen)
     new_methods = list(dict.fromkeys(new["method"]))
     labels = spec.get("labels", {})

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -10,9 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench.gbdt import gbdt_run, resolve_gbdt_config
+from helpers import make_prepared
+
 from bench.errors import ConfigError, LibraryError
-from bench.runs import RUN_JSON_KEYS
+from bench.results import RUN_JSON_KEYS
+from bench.training.gbdt import gbdt_run, resolve_gbdt_config
 
 METRICS = ["ndcg@10", "mrr", "arp"]
 # tiny data: the MSLR defaults (min hessian 100) would forbid every split
@@ -27,17 +28,9 @@ METHODS = {
 }
 
 
-def _make_prepared(out: Path) -> Path:
-    path = Path(__file__).with_name("test_train_support.py")
-    spec = importlib.util.spec_from_file_location("ltr_bench_test_train_support", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.make_prepared(out)
-
-
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory) -> Path:
-    return _make_prepared(tmp_path_factory.mktemp("prep") / "toy" / "fold1")
+    return make_prepared(tmp_path_factory.mktemp("prep") / "toy" / "fold1")
 
 
 def _config() -> dict:

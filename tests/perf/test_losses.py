@@ -9,11 +9,12 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-import torch
 
-from bench import losses, perf, perf_reference
+from bench import losses
+from bench.perf import losses as perf
+from bench.perf import reference as perf_reference
+from bench.perf.suites import SUITES
 from bench.cli import main
-from bench.errors import UsageError
 
 
 def _rows(text: str) -> list[list[str]]:
@@ -77,16 +78,6 @@ def test_bad_arguments_are_cli_errors(tmp_path, capsys, argv, message):
     assert not (tmp_path / "x.md").exists()
 
 
-def test_device_resolution_falls_back_or_fails_clearly():
-    assert perf.resolve_device("cpu") == torch.device("cpu")
-    if torch.cuda.is_available():
-        assert perf.resolve_device("auto").type == "cuda"
-    else:
-        assert perf.resolve_device("auto") == torch.device("cpu")
-        with pytest.raises(UsageError, match="torch.cuda.is_available"):
-            perf.resolve_device("cuda")
-
-
 def test_reference_subset_rule():
     # index lists: pair budget / n^2 lists, at least 1, at most B
     assert perf.reference_lists("ranknet", "index", 1000, 16, 4, 2048, 2_000_000) == 2
@@ -98,6 +89,6 @@ def test_reference_subset_rule():
 
 
 def test_perf_suites_are_a_registry_of_subcommands():
-    assert "losses" in perf.SUITES
-    suite = perf.SUITES["losses"]
+    assert "losses" in SUITES
+    suite = SUITES["losses"]
     assert suite.report is perf.report_losses and callable(suite.add_arguments)

@@ -2,7 +2,7 @@
 ``rank:ndcg``) on exactly the prepared arrays and folds the neural trainer uses.
 
 Python API: :func:`gbdt_run` ``(config, prepared_dir, out_dir, *, method, seed,
-device="auto", quiet=False, threads=None) -> Path``; CLI::
+device="auto", quiet=False, threads=None) -> Path``; CLI (:mod:`bench.training.cli`)::
 
     ltr-bench gbdt --prepared DIR --out RUN_DIR --method NAME --seed K --config CONFIG.yaml
                    [--device auto|cpu|cuda] [--quiet] [--threads N]
@@ -30,10 +30,13 @@ seeding (from ``derive_seed(dataset, fold, method, seed)``) and determinism swit
 records every library parameter, defaults included: LightGBM's ``booster.params`` and the
 ``parameters:`` block of the saved model; XGBoost's ``json.loads(booster.save_config())``.
 
-Device: with ``auto``/``cuda`` and a visible GPU, XGBoost trains with ``device="cuda"`` and
-LightGBM tries its CUDA then OpenCL builds; any failure falls back to CPU with a logged
-note (the device actually used is in run.json). The curve has one row per boosting round
-(``train_loss`` and ``tau`` are NaN: the libraries expose no ranking loss value).
+Device (the policy of :mod:`bench.training.device`): with ``auto``/``cuda`` and a visible
+GPU, XGBoost trains with ``device="cuda"`` and LightGBM tries its CUDA then OpenCL builds;
+any failure falls back to CPU with a logged note (the device actually used is in run.json).
+The curve has one row per boosting round (``train_loss`` and ``tau`` are NaN: the libraries
+expose no ranking loss value). A library's own error (bad labels, bad parameters) becomes a
+one-line :class:`~bench.errors.LibraryError` naming the method. Nothing here imports torch
+(except to name a GPU).
 """
 
 from __future__ import annotations
@@ -44,29 +47,19 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
 
-from bench.runs import (
-    ConfigError,
-    add_run_arguments,
-    cpu_name,
-    evaluate_split,
-    host_peak_rss_bytes,
-    label_metrics,
-    method_entry,
-    provenance,
-    resolve_metrics_config,
-    run_from_cli,
-    write_run,
-)
-from bench.errors import LibraryError, TrainingDiverged
+from bench.config.run import method_entry, resolve_metrics_config
+from bench.errors import ConfigError, LibraryError, TrainingDiverged
+from bench.provenance import cpu_name, host_peak_rss_bytes
 from bench.seeds import derive_seed
+from bench.training.common import RunFold, RunOutput, check_device, evaluate_split, load_fold, log, write_result
 
 LIBRARIES = {"lightgbm": ("lambdarank", "rank_xendcg"), "xgboost": ("rank:pairwise", "rank:ndcg", "rank:map")}
 METHOD_KEYS = ("gbdt", "objective", "params", "num_trees", "early_stopping_rounds", "early_stopping_metric", "metrics")
@@ -90,6 +83,10 @@ _RESERVED = {
     ),
     "xgboost": ("objective", "eval_metric", "disable_default_eval_metric", "num_boost_round", "n_estimators"),
 }
+SEEDING = "bench.seeds.derive_seed(dataset, fold, method, seed)"
+
+
+# ----------------------------------------------------------------------------- configuration
 
 
 def resolve_gbdt_config(config: dict[str, Any], method: str) -> dict[str, Any]:
@@ -101,26 +98,7 @@ def resolve_gbdt_config(config: dict[str, Any], method: str) -> dict[str, Any]:
     """
     entry = method_entry(config, method)
     key = f"methods.{method}"
-    if "gbdt" not in entry:
-        raise ConfigError(f"{key}: not a GBDT method (no 'gbdt' key); train it with `ltr-bench train`")
-    for k in entry:
-        if k not in METHOD_KEYS:
-            raise ConfigError(f"{key}.{k}: unknown key; known keys: {', '.join(METHOD_KEYS)}")
-    lib = entry["gbdt"]
-    if lib not in LIBRARIES:
-        raise ConfigError(f"{key}.gbdt: must be one of {sorted(LIBRARIES)}, got {lib!r}")
-    objective = entry.get("objective")
-    if objective not in LIBRARIES[lib]:
-        raise ConfigError(f"{key}.objective: {lib} ranking objectives are {LIBRARIES[lib]}, got {objective!r}")
-    params = entry.get("params") or {}
-    if not isinstance(params, dict):
-        raise ConfigError(f"{key}.params: must be a mapping")
-    for p in params:
-        if p in _RESERVED[lib]:
-            raise ConfigError(
-                f"{key}.params.{p}: set via {key}.num_trees / early_stopping_rounds / objective / "
-                "early_stopping_metric instead"
-            )
+    lib, objective, params = _library_and_params(entry, key)
     out: dict[str, Any] = {"gbdt": lib, "objective": objective}
     out["params"] = {**(LGB_DEFAULTS if lib == "lightgbm" else XGB_DEFAULTS), **params}
     for name, default in (("num_trees", 500), ("early_stopping_rounds", 50)):
@@ -144,6 +122,34 @@ def resolve_gbdt_config(config: dict[str, Any], method: str) -> dict[str, Any]:
     return out
 
 
+def _library_and_params(entry: dict[str, Any], key: str) -> tuple[str, str, dict[str, Any]]:
+    """The method's library, objective and parameter overrides, each checked."""
+    if "gbdt" not in entry:
+        raise ConfigError(f"{key}: not a GBDT method (no 'gbdt' key); train it with `ltr-bench train`")
+    for k in entry:
+        if k not in METHOD_KEYS:
+            raise ConfigError(f"{key}.{k}: unknown key; known keys: {', '.join(METHOD_KEYS)}")
+    lib = entry["gbdt"]
+    if lib not in LIBRARIES:
+        raise ConfigError(f"{key}.gbdt: must be one of {sorted(LIBRARIES)}, got {lib!r}")
+    objective = entry.get("objective")
+    if objective not in LIBRARIES[lib]:
+        raise ConfigError(f"{key}.objective: {lib} ranking objectives are {LIBRARIES[lib]}, got {objective!r}")
+    params = entry.get("params") or {}
+    if not isinstance(params, dict):
+        raise ConfigError(f"{key}.params: must be a mapping")
+    for p in params:
+        if p in _RESERVED[lib]:
+            raise ConfigError(
+                f"{key}.params.{p}: set via {key}.num_trees / early_stopping_rounds / objective / "
+                "early_stopping_metric instead"
+            )
+    return lib, objective, params
+
+
+# ----------------------------------------------------------------------------- devices
+
+
 def _gpu_visible() -> bool:
     """A CUDA GPU is visible (via torch if it has CUDA, else ``nvidia-smi -L``)."""
     try:
@@ -163,6 +169,42 @@ def _gpu_visible() -> bool:
     return res.returncode == 0 and "GPU" in res.stdout
 
 
+def _device_name(device: str) -> str:
+    if device == "cpu":
+        return cpu_name()
+    try:
+        import torch
+
+        return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cuda"
+    except ImportError:
+        return "cuda"
+
+
+# ----------------------------------------------------------------------------- the libraries
+
+
+@dataclass
+class GbdtFit:
+    """One library fit: config, the three splits' arrays, seed, device wish, the eval metric."""
+
+    cfg: dict[str, Any]
+    data: tuple  # (train, vali, test) x (features, labels, offsets, qids)
+    seed_value: int
+    want_gpu: bool
+    vali_metric: Callable[[np.ndarray], float]  # our early-stopping metric on the vali split
+    higher: bool  # whether the metric improves upwards
+    history: list[float] = field(default_factory=list)  # its value after every round
+
+
+def _split_arrays(split) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    return (
+        np.array(split.features, dtype=np.float32, copy=True),
+        np.array(split.labels, dtype=np.float32, copy=True),
+        np.array(split.offsets, dtype=np.int64, copy=True),
+        np.array(split.qids, dtype=np.int64, copy=True),
+    )
+
+
 def _lgb_model_parameters(model_text: str) -> dict[str, str]:
     """The ``parameters:`` block of a saved LightGBM model: every parameter incl. defaults."""
     start = model_text.find("\nparameters:\n")
@@ -177,30 +219,20 @@ def _lgb_model_parameters(model_text: str) -> dict[str, str]:
     return out
 
 
-def _split_arrays(split) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    return (
-        np.array(split.features, dtype=np.float32, copy=True),
-        np.array(split.labels, dtype=np.float32, copy=True),
-        np.array(split.offsets, dtype=np.int64, copy=True),
-        np.array(split.qids, dtype=np.int64, copy=True),
-    )
-
-
-def _train_lightgbm(cfg, data, seed_value, want_gpu, feval_values, log) -> tuple[np.ndarray, dict[str, Any]]:
+def _train_lightgbm(g: GbdtFit) -> tuple[np.ndarray, dict[str, Any]]:
     import lightgbm as lgb
 
-    (xt, yt, ot, _), (xv, yv, ov, _), (xs, _, _, _) = data
-    params = {"objective": cfg["objective"], "metric": "None", "seed": seed_value, **cfg["params"]}
-    history: list[float] = []
-    higher = feval_values["higher"]
+    cfg = g.cfg
+    (xt, yt, ot, _), (xv, yv, ov, _), (xs, _, _, _) = g.data
+    params = {"objective": cfg["objective"], "metric": "None", "seed": g.seed_value, **cfg["params"]}
 
     def feval(preds, _dataset):
-        value = feval_values["fn"](preds)
-        history.append(value)
-        return cfg["early_stopping_metric"], value, higher
+        value = g.vali_metric(preds)
+        g.history.append(value)
+        return cfg["early_stopping_metric"], value, g.higher
 
     def fit(device_type: str):
-        history.clear()
+        g.history.clear()
         dtrain = lgb.Dataset(xt, label=yt, group=np.diff(ot), free_raw_data=False)
         dvali = lgb.Dataset(xv, label=yv, group=np.diff(ov), reference=dtrain, free_raw_data=False)
         return lgb.train(
@@ -213,21 +245,10 @@ def _train_lightgbm(cfg, data, seed_value, want_gpu, feval_values, log) -> tuple
             callbacks=[lgb.early_stopping(cfg["early_stopping_rounds"], first_metric_only=True, verbose=False)],
         )
 
-    device = "cpu"
-    booster = None
-    if want_gpu and "device_type" not in cfg["params"]:
-        for candidate in ("cuda", "gpu"):
-            try:
-                booster = fit(candidate)
-                device = candidate
-                break
-            except lgb.basic.LightGBMError as exc:
-                log(f"LightGBM device_type={candidate} unavailable ({str(exc).splitlines()[0]}); trying the next")
-        if booster is None:
-            log("LightGBM: no GPU build usable; training on CPU")
+    device, booster = _lightgbm_on_gpu(g, fit, lgb.basic.LightGBMError)
     if booster is None:
-        booster = fit(cfg["params"].get("device_type", "cpu"))
         device = cfg["params"].get("device_type", "cpu")
+        booster = fit(device)
     best = booster.best_iteration if booster.best_iteration > 0 else booster.current_iteration()
     scores = booster.predict(xs, num_iteration=best)
     record = {
@@ -236,44 +257,56 @@ def _train_lightgbm(cfg, data, seed_value, want_gpu, feval_values, log) -> tuple
         "rounds_trained": int(booster.current_iteration()),
         "booster_params": booster.params,
         "model_parameters": _lgb_model_parameters(booster.model_to_string(num_iteration=best)),
-        "history": list(history),
     }
     return scores, record
 
 
-def _train_xgboost(cfg, data, seed_value, want_gpu, feval_values, log) -> tuple[np.ndarray, dict[str, Any]]:
+def _lightgbm_on_gpu(g: GbdtFit, fit: Callable, error: type) -> tuple[str, Any]:
+    """LightGBM's CUDA, then OpenCL build when a GPU is wanted; ``("cpu", None)`` otherwise."""
+    if not g.want_gpu or "device_type" in g.cfg["params"]:
+        return "cpu", None
+    for candidate in ("cuda", "gpu"):
+        try:
+            return candidate, fit(candidate)
+        except error as exc:
+            log(f"LightGBM device_type={candidate} unavailable ({str(exc).splitlines()[0]}); trying the next")
+    log("LightGBM: no GPU build usable; training on CPU")
+    return "cpu", None
+
+
+def _train_xgboost(g: GbdtFit) -> tuple[np.ndarray, dict[str, Any]]:
     import xgboost as xgb
 
-    (xt, yt, ot, _), (xv, yv, ov, _), (xs, _, _, _) = data
-    history: list[float] = []
+    cfg = g.cfg
+    (xt, yt, ot, _), (xv, yv, ov, _), (xs, _, _, _) = g.data
 
     def metric(predt, _dmatrix):
-        value = feval_values["fn"](predt)
-        history.append(value)
+        value = g.vali_metric(predt)
+        g.history.append(value)
         return cfg["early_stopping_metric"], value
 
     dtrain = xgb.DMatrix(xt, label=yt)
     dtrain.set_group(np.diff(ot))
     dvali = xgb.DMatrix(xv, label=yv)
     dvali.set_group(np.diff(ov))
-    params = {"objective": cfg["objective"], "disable_default_eval_metric": 1, "seed": seed_value, **cfg["params"]}
+    params = {"objective": cfg["objective"], "disable_default_eval_metric": 1, "seed": g.seed_value, **cfg["params"]}
 
     def fit(device: str):
-        history.clear()
+        g.history.clear()
         return xgb.train(
             {**params, "device": device},
             dtrain,
             num_boost_round=cfg["num_trees"],
             evals=[(dvali, "vali")],
             custom_metric=metric,
-            maximize=feval_values["higher"],
+            maximize=g.higher,
             early_stopping_rounds=cfg["early_stopping_rounds"],
             verbose_eval=False,
         )
 
     device = cfg["params"].get("device", "cpu")
     booster = None
-    if want_gpu and "device" not in cfg["params"]:
+    if g.want_gpu and "device" not in cfg["params"]:
         if not xgb.build_info().get("USE_CUDA", False):
             log("XGBoost was built without CUDA; training on CPU")
         else:
@@ -292,9 +325,11 @@ def _train_xgboost(cfg, data, seed_value, want_gpu, feval_values, log) -> tuple[
         "rounds_trained": int(booster.num_boosted_rounds()),
         "booster_params": params,
         "model_parameters": json.loads(booster.save_config()),
-        "history": list(history),
     }
     return scores, record
+
+
+# ----------------------------------------------------------------------------- the run
 
 
 def gbdt_run(
@@ -314,55 +349,91 @@ def gbdt_run(
     already does (None: the library default, all cores).
     """
     started = time.perf_counter()
-    if device not in ("auto", "cpu", "cuda"):
-        raise ConfigError(f"--device: must be auto, cpu or cuda, got {device!r}")
+    check_device(device)
     cfg = resolve_gbdt_config(config, method)
     thread_key = "num_threads" if cfg["gbdt"] == "lightgbm" else "nthread"
     if threads and thread_key not in cfg["params"]:
         cfg["params"][thread_key] = int(threads)
-    from bench.data import load_prepared
-    from bench.metrics import higher_is_better, summarize
-
-    def log(msg: str) -> None:
-        print(msg, file=sys.stderr, flush=True)
-
-    try:
-        prepared = load_prepared(prepared_dir)
-    except (FileNotFoundError, ValueError) as exc:
-        raise ConfigError(f"--prepared: {exc}") from exc
-    meta = prepared.meta
-    dataset, fold = str(meta["dataset"]), str(meta["fold"])
-    data = tuple(_split_arrays(prepared.splits[s]) for s in ("train", "vali", "test"))
-    seed_value = derive_seed(dataset, fold, method, int(seed)) % (2**31 - 1)
+    run = load_fold(prepared_dir, method=method, seed=seed)
     want_gpu = device != "cpu" and _gpu_visible()
     if device == "cuda" and not want_gpu:
         log("CUDA requested but no GPU is visible; training on CPU")
-    metrics_cfg = cfg["metrics"]
-    stop = cfg["early_stopping_metric"]
-    _, yv, ov, _ = data[1]
-
-    def vali_metric(preds: np.ndarray) -> float:
-        frame = evaluate_split(np.asarray(preds, dtype=np.float32), yv, ov, metrics_cfg, names=[stop])
-        return summarize(frame, [stop])[stop]
-
-    feval_values = {"fn": vali_metric, "higher": higher_is_better(stop)}
-    trainer: Callable = _train_lightgbm if cfg["gbdt"] == "lightgbm" else _train_xgboost
+    g = _gbdt_fit(cfg, run, want_gpu)
     t_fit = time.perf_counter()
-    try:
-        raw, record = trainer(cfg, data, seed_value, want_gpu, feval_values, log)
-    except Exception as exc:  # library errors (bad labels, bad params) become a one-line user error
-        if type(exc).__name__ not in ("LightGBMError", "XGBoostError"):
-            raise
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise LibraryError(f"methods.{method}: {cfg['gbdt']} failed on {prepared_dir}: {first}") from exc
+    raw, record = _fit_library(g, run)
     fit_seconds = time.perf_counter() - t_fit
     scores = np.asarray(raw, dtype=np.float32)  # evaluate exactly what scores.npy stores
     if not np.isfinite(scores).all():
         raise TrainingDiverged(f"methods.{method}: the model produced non-finite test scores")
-    _, ys, os_, qs = data[2]
-    frame = evaluate_split(scores, ys, os_, metrics_cfg, query_ids=qs)
-    history = record.pop("history")
-    curve = pd.DataFrame(
+    _, ys, os_, qs = g.data[2]
+    frame = evaluate_split(scores, ys, os_, cfg["metrics"], query_ids=qs)
+    stop = cfg["early_stopping_metric"]
+    protocol = run.protocol("gbdt", SEEDING, early_stopping_metric=stop, metrics=cfg["metrics"])
+    result = _result(g, record, frame, fit_seconds=fit_seconds)
+    if not quiet:
+        log(
+            f"{cfg['gbdt']} {cfg['objective']}: {record['rounds_trained']} rounds, best {record['best_iteration']}, "
+            f"vali {stop} {result['best_vali']}, {fit_seconds:.1f}s on {record['device']}"
+        )
+    facts = {
+        "device": record["device"],
+        "device_name": _device_name(record["device"]),
+        "wall_time_s": time.perf_counter() - started,
+        "peak_memory": {"host_max_rss_bytes": host_peak_rss_bytes(), "cuda_max_allocated_bytes": None},
+        "library_seed": g.seed_value,
+        "library_parameters": {"booster_params": record["booster_params"], "model": record["model_parameters"]},
+        "result": result,
+    }
+    output = RunOutput(scores, frame, _curve(cfg, g.history), facts)
+    return write_result(out_dir, run, output, kind="gbdt", config=cfg, device_requested=device, protocol=protocol)
+
+
+def _gbdt_fit(cfg: dict[str, Any], run: RunFold, want_gpu: bool) -> GbdtFit:
+    """The splits' arrays, the library seed and our validation metric for one fit."""
+    from bench.metrics import higher_is_better, summarize
+
+    data = tuple(_split_arrays(run.prepared.splits[s]) for s in ("train", "vali", "test"))
+    seed_value = derive_seed(run.dataset, run.fold, run.method, int(run.seed)) % (2**31 - 1)
+    stop = cfg["early_stopping_metric"]
+    _, yv, ov, _ = data[1]
+
+    def vali_metric(preds: np.ndarray) -> float:
+        frame = evaluate_split(np.asarray(preds, dtype=np.float32), yv, ov, cfg["metrics"], names=[stop])
+        return summarize(frame, [stop])[stop]
+
+    return GbdtFit(cfg, data, seed_value, want_gpu, vali_metric, higher_is_better(stop))
+
+
+def _fit_library(g: GbdtFit, run: RunFold) -> tuple[np.ndarray, dict[str, Any]]:
+    """Train with the method's library; its own errors become a one-line :class:`LibraryError`."""
+    trainer = _train_lightgbm if g.cfg["gbdt"] == "lightgbm" else _train_xgboost
+    try:
+        return trainer(g)
+    except Exception as exc:  # library errors (bad labels, bad params) become a one-line user error
+        if type(exc).__name__ not in ("LightGBMError", "XGBoostError"):
+            raise
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise LibraryError(f"methods.{run.method}: {g.cfg['gbdt']} failed on {run.prepared_dir}: {first}") from exc
+
+
+def _result(g: GbdtFit, record: dict[str, Any], frame: pd.DataFrame, *, fit_seconds: float) -> dict[str, Any]:
+    from bench.metrics import summarize
+
+    history = g.history
+    return {
+        "best_iteration": record["best_iteration"],
+        "rounds_trained": record["rounds_trained"],
+        "best_vali": history[record["best_iteration"] - 1] if history else None,
+        "early_stopping_metric": g.cfg["early_stopping_metric"],
+        "fit_seconds": fit_seconds,
+        "test_means": summarize(frame, g.cfg["metrics"]["names"]),
+        "n_test_queries": int(g.data[2][2].size - 1),
+    }
+
+
+def _curve(cfg: dict[str, Any], history: list[float]) -> pd.DataFrame:
+    """One row per boosting round: the validation metric (loss and tau: NaN)."""
+    return pd.DataFrame(
         {
             "epoch": np.arange(1, len(history) + 1),
             "step": np.arange(1, len(history) + 1),
@@ -370,68 +441,6 @@ def gbdt_run(
             "tau": math.nan,
             "train_loss": math.nan,
             "seconds": math.nan,
-            f"vali_{stop}": history,
+            f"vali_{cfg['early_stopping_metric']}": history,
         }
     )
-    protocol = {
-        "kind": "gbdt",
-        "dataset": dataset,
-        "fold": fold,
-        "preprocessing": meta.get("options"),
-        "early_stopping_metric": stop,
-        "metrics": metrics_cfg,
-        "seed": int(seed),
-        "seeding": "bench.seeds.derive_seed(dataset, fold, method, seed)",
-    }
-    dev_name = cpu_name()
-    if record["device"] != "cpu":
-        try:
-            import torch
-
-            dev_name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cuda"
-        except ImportError:
-            dev_name = "cuda"
-    run_info = {
-        **provenance(kind="gbdt", dataset=dataset, fold=fold, method=method, seed=seed, config=cfg,
-                     device_requested=device, protocol=protocol, fingerprint=prepared.fingerprint,
-                     prepared_dir=prepared_dir),
-        "device": record["device"],
-        "device_name": dev_name,
-        "wall_time_s": time.perf_counter() - started,
-        "peak_memory": {"host_max_rss_bytes": host_peak_rss_bytes(), "cuda_max_allocated_bytes": None},
-        "library_seed": seed_value,
-        "library_parameters": {"booster_params": record["booster_params"], "model": record["model_parameters"]},
-        "result": {
-            "best_iteration": record["best_iteration"],
-            "rounds_trained": record["rounds_trained"],
-            "best_vali": history[record["best_iteration"] - 1] if history else None,
-            "early_stopping_metric": stop,
-            "fit_seconds": fit_seconds,
-            "test_means": summarize(frame, metrics_cfg["names"]),
-            "n_test_queries": int(os_.size - 1),
-        },
-    }
-    if not quiet:
-        log(
-            f"{cfg['gbdt']} {cfg['objective']}: {record['rounds_trained']} rounds, best {record['best_iteration']}, "
-            f"vali {stop} {run_info['result']['best_vali']}, {fit_seconds:.1f}s on {record['device']}"
-        )
-    metrics = label_metrics(frame, dataset=dataset, fold=fold, method=method, seed=int(seed))
-    return write_run(out_dir, scores=scores, metrics=metrics, curve=curve, run_info=run_info)
-
-
-def _cli_gbdt(args) -> int:
-    return run_from_cli(gbdt_run, args, user_errors=(LibraryError, TrainingDiverged))
-
-
-def register_cli(subparsers) -> None:
-    """Add ``ltr-bench gbdt``."""
-    p = subparsers.add_parser("gbdt", help="train one LightGBM/XGBoost baseline on one prepared fold")
-    add_run_arguments(
-        p,
-        method_help="key under methods: in the config (with gbdt: ...)",
-        config_help="YAML or JSON config",
-        quiet_help="no summary line",
-        threads_help="library threads (0: library default)",
-    )
-    p.set_defaults(func=_cli_gbdt)

@@ -1,12 +1,15 @@
-"""Shared fixture data for the trainer and GBDT tests (no tests here).
+"""Helpers shared by the tests (no tests here): the repository root and a tiny prepared fold.
 
-``make_prepared`` builds a tiny synthetic fold through the real ``prepare`` path, so the
-trainer reads exactly what the workflow gives it.
+``tests/conftest.py`` puts this directory on ``sys.path``, so a test module says
+``from helpers import ROOT, make_prepared``. ``make_prepared`` builds a tiny synthetic fold
+through the real ``prepare`` path, so the trainers read exactly what the workflow gives them.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
 
 TINY_OPTIONS = {
     "n_queries": 48,

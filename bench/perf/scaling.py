@@ -9,9 +9,9 @@ lists). Curves (CSV column ``variant``):
   of NeuralSort, :math:`O(L \log L)` row sums), ``depth3`` (:math:`b = \lceil L^{1/3}
   \rceil` per level, :math:`k_j = \min(k, k_{j-1} b_j)`, i.e. ``k_j = 1`` at ``k = 1``),
   and ``depth1-fullmatrix``: :func:`fullmatrix_pirank_ndcg`, the paper's depth 1 as
-  :func:`bench.perf_reference.pirank_ndcg` writes it (the whole :math:`L \times L`
+  :func:`bench.perf.reference.pirank_ndcg` writes it (the whole :math:`L \times L`
   NeuralSort matrix, top ``k`` rows used, straight-through) but with the dense
-  :math:`O(L^2)` row sums at every ``L``: ``perf_reference`` switches to the textbook cubic
+  :math:`O(L^2)` row sums at every ``L``: ``bench.perf.reference`` switches to the textbook cubic
   :math:`A_s \mathbf 1 \mathbf 1^T` product for ``L <= 1000``, which would put a cubic
   point inside a quadratic curve; the curve has the :math:`O(L^2)` cost the paper plots;
 * every loss of ``--losses`` at its default hyperparameters: variant ``default``
@@ -31,7 +31,7 @@ a burst of another process on a shared machine is spread over all curves instead
 inflating one. ``seconds`` = median step time x ``steps`` (the CSV also keeps ``mean_step``
 and ``min_step``). When ``n < steps`` the CSV says ``extrapolated = True`` with
 ``steps_timed = n``. Peak memory (``peak_mb``, MB = 1e6 bytes) is
-:class:`bench.perf_common.PeakMemory` over each chunk of timed steps (largest chunk): the
+:class:`bench.perf.common.PeakMemory` over each chunk of timed steps (largest chunk): the
 extra resident memory a training step needs above the models, optimiser states and data
 already resident.
 
@@ -59,13 +59,14 @@ import torch
 
 from bench import losses
 from bench.atomic import atomic_path, write_text
-from bench.errors import UsageError
 from bench.data import generate_synthetic
+from bench.errors import UsageError
 from bench.losses._common import discounts, gain
 from bench.losses.pirank import pirank_ndcg
 from bench.models import build_model
-from bench.perf_common import (PeakMemory, SuiteResult, Target, fmt, loadavg, machine_line, md_table, now_utc,
-                               parse_int_list, resolve_device, sync, targets_section)
+from bench.perf.common import (PeakMemory, SuiteResult, Target, fmt, loadavg, machine_line, md_table, now_utc,
+                               parse_int_list, sync, targets_section)
+from bench.training.device import resolve_device
 
 PAPER_LENGTHS = "125,1000,2197,3375"
 CSV_COLUMNS = ["loss", "variant", "L", "seconds", "peak_mb", "seconds_per_step", "mean_step", "min_step", "steps",
@@ -104,7 +105,7 @@ def fullmatrix_pirank_ndcg(s: torch.Tensor, y: torch.Tensor, *, k: int = 10, tau
 
     :math:`\hat P = \operatorname{softmax}(((n + 1 - 2i) s - A_s \mathbf 1)/\tau)` for all
     ``n`` ranks ``i`` (``[B, n, n]``), top ``k`` rows kept; forward ``1 - NDCG@k``, gradient
-    of the relaxed loss. Same value as :func:`bench.perf_reference.pirank_ndcg`.
+    of the relaxed loss. Same value as :func:`bench.perf.reference.pirank_ndcg`.
     """
     n = s.shape[-1]
     row_sums = (s.unsqueeze(-1) - s.unsqueeze(-2)).abs().sum(-1)  # (A_s 1)_j, O(n^2)
@@ -253,7 +254,7 @@ def _check(args) -> tuple[list[int], list[str]]:
 
 def report_scaling(args: argparse.Namespace) -> SuiteResult:
     """Measure every curve at every length; write the CSV and the markdown; print slopes."""
-    device = resolve_device(args.device)
+    device = resolve_device(args.device, on_missing_cuda=None)
     lengths, names = _check(args)
     curves = build_curves(names, args.k)
     load = loadavg()

@@ -3,55 +3,56 @@
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
 import pytest
 import yaml
 
-from bench import config as bc
+from helpers import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
+from bench.config import plan
+from bench.config import validate as cv
+from bench.errors import ConfigError
 
 
 @pytest.fixture(scope="module")
 def default_raw() -> dict:
-    return bc.read_yaml(ROOT / "config" / "default.yaml")
+    return cv.read_yaml(ROOT / "config" / "default.yaml")
 
 
 def _error(raw: dict) -> str:
-    with pytest.raises(bc.ConfigError) as info:
-        bc.validate_config(copy.deepcopy(raw))
+    with pytest.raises(ConfigError) as info:
+        cv.validate_config(copy.deepcopy(raw))
     return str(info.value)
 
 
 def test_profiles_validate_and_defaults_are_filled():
-    cfg = bc.load_config()
+    cfg = cv.load_config()
     assert cfg["profile"] == "default"
     assert cfg["stats"] == {"test": "t", "correction": "holm", "alpha": 0.05, "n_boot": 1000, "seed": 0}
     assert cfg["methods"]["ranknet"]["params"] == {}  # default of an omitted key
     assert cfg["tables"]["pirank_table1"]["enabled"] is True
-    assert bc.enabled_tables(cfg) == list(bc.TABLES)
-    assert bc.enabled_figures(cfg) == list(bc.FIGURES)
-    paper = bc.load_config(ROOT / "config" / "paper.yaml")
+    assert plan.enabled_tables(cfg) == list(plan.TABLES)
+    assert plan.enabled_figures(cfg) == list(plan.FIGURES)
+    paper = cv.load_config(ROOT / "config" / "paper.yaml")
     assert paper["profile"] == "paper" and paper["gpu"] is True
-    assert bc.table_datasets(paper, "pirank_table1") == ["mslr-web30k", "yahoo-set1"]
-    assert bc.table_datasets(paper, "arf_table2") == ["mslr-web30k-arf", "istella-arf"]
-    assert "syn-web" not in bc.table_datasets(paper, "unified_table")
-    example = bc.load_config(ROOT / "config" / "compare-example.yaml")
-    assert list(bc.compare_methods(example)) == ["squared_hinge"]
+    assert plan.table_datasets(paper, "pirank_table1") == ["mslr-web30k", "yahoo-set1"]
+    assert plan.table_datasets(paper, "arf_table2") == ["mslr-web30k-arf", "istella-arf"]
+    assert "syn-web" not in plan.table_datasets(paper, "unified_table")
+    example = cv.load_config(ROOT / "config" / "compare-example.yaml")
+    assert list(plan.compare_methods(example)) == ["squared_hinge"]
 
 
 def test_roles_map_every_table_to_synthetic_stand_ins_in_default():
-    cfg = bc.load_config()
-    for table in bc.TABLES:
-        for ds in bc.table_datasets(cfg, table):
+    cfg = cv.load_config()
+    for table in plan.TABLES:
+        for ds in plan.table_datasets(cfg, table):
             assert cfg["datasets"][ds]["source"] == "synthetic", (table, ds)
-        assert bc.table_roles(cfg, table) == {}  # no paper column for stand-ins
+        assert plan.table_roles(cfg, table) == {}  # no paper column for stand-ins
 
 
 def test_paper_profile_sets_every_budget_key_it_inherits(default_raw):
     """Merging paper.yaml over default.yaml must not leak a tiny default budget."""
-    paper_raw = bc.read_yaml(ROOT / "config" / "paper.yaml")
+    paper_raw = cv.read_yaml(ROOT / "config" / "paper.yaml")
     for name, proto in default_raw["protocols"].items():
         for section in ("model", "train"):
             missing = set(proto[section]) - set(paper_raw["protocols"][name][section])
@@ -116,51 +117,51 @@ def test_dangling_references_fail_naming_the_key(default_raw):
 def test_yaml_syntax_error_names_file_and_line(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("profile: x\ndatasets: {a: [\n", encoding="utf-8")
-    with pytest.raises(bc.ConfigError, match=r"bad\.yaml, line \d"):
-        bc.read_yaml(bad)
+    with pytest.raises(ConfigError, match=r"bad\.yaml, line \d"):
+        cv.read_yaml(bad)
 
 
 def test_schema_train_and_model_keys_match_the_trainer():
     """The schema rejects unknown keys before any job runs: it must know the trainer's keys."""
     from bench.models import CONTEXT_AWARE_DEFAULTS, MLP_DEFAULTS
-    from bench.train import TRAIN_DEFAULTS
+    from bench.training.config import TRAIN_DEFAULTS
 
     schema = yaml.safe_load((ROOT / "workflows" / "schemas" / "config.schema.yaml").read_text())
     assert set(schema["$defs"]["train"]["properties"]) == set(TRAIN_DEFAULTS)
-    assert bc.MODEL_KEYS["mlp"] == set(MLP_DEFAULTS)
-    assert bc.MODEL_KEYS["context_aware"] == set(CONTEXT_AWARE_DEFAULTS)
+    assert cv.MODEL_KEYS["mlp"] == set(MLP_DEFAULTS)
+    assert cv.MODEL_KEYS["context_aware"] == set(CONTEXT_AWARE_DEFAULTS)
     assert set(schema["$defs"]["model"]["properties"]) == set(MLP_DEFAULTS) | set(CONTEXT_AWARE_DEFAULTS)
 
 
 @pytest.mark.parametrize("profile", ["default.yaml", "paper.yaml"])
 def test_every_run_config_is_accepted_by_the_trainers(profile):
-    """Each (protocol, dataset, method) the tables train resolves in bench.train / bench.gbdt."""
-    from bench.gbdt import resolve_gbdt_config
-    from bench.train import resolve_run_config
+    """Each (protocol, dataset, method) the tables train resolves in bench.training."""
+    from bench.training.config import resolve_run_config
+    from bench.training.gbdt import resolve_gbdt_config
 
     files = [] if profile == "default.yaml" else [ROOT / "config" / profile]
-    cfg = bc.load_config(*files, overrides={"compare": {"losses": ["examples.my_loss:pairwise_squared_hinge"]}})
+    cfg = cv.load_config(*files, overrides={"compare": {"losses": ["examples.my_loss:pairwise_squared_hinge"]}})
     seen = 0
-    for table in bc.enabled_tables(cfg):
+    for table in plan.enabled_tables(cfg):
         protocol = cfg["tables"][table]["protocol"]
-        for ds in bc.table_datasets(cfg, table):
-            for method in bc.table_methods(cfg, table):
-                run_cfg = bc.run_config(cfg, protocol, ds, method)
-                if bc.is_gbdt(cfg["methods"][method]):
+        for ds in plan.table_datasets(cfg, table):
+            for method in plan.table_methods(cfg, table):
+                run_cfg = plan.run_config(cfg, protocol, ds, method)
+                if plan.is_gbdt(cfg["methods"][method]):
                     resolve_gbdt_config(run_cfg, method)
                 else:
                     resolve_run_config(run_cfg, method)
                 seen += 1
-    for ds in bc.compare_datasets(cfg):
-        resolve_run_config(bc.run_config(cfg, bc.COMPARE_EXPERIMENT, ds, "examples.my_loss.pairwise_squared_hinge"),
+    for ds in plan.compare_datasets(cfg):
+        resolve_run_config(plan.run_config(cfg, plan.COMPARE_EXPERIMENT, ds, "examples.my_loss.pairwise_squared_hinge"),
                            "examples.my_loss.pairwise_squared_hinge")
     assert seen > 50
 
 
 def test_study_protocol_excludes_methods_and_includes_what_must_match():
-    cfg = bc.load_config()
-    proto = bc.study_protocol(cfg, "unified", "syn-web")
+    cfg = cv.load_config()
+    proto = plan.study_protocol(cfg, "unified", "syn-web")
     assert set(proto) == {"dataset", "model", "train", "seeds", "evaluation", "metrics"}
     assert proto["dataset"]["options"]["n_queries"] == cfg["datasets"]["syn-web"]["options"]["n_queries"]
-    other = bc.load_config(overrides={"methods": {"ranknet": {"params": {"sigma": 2.0}}}})
-    assert bc.study_protocol(other, "unified", "syn-web") == proto
+    other = cv.load_config(overrides={"methods": {"ranknet": {"params": {"sigma": 2.0}}}})
+    assert plan.study_protocol(other, "unified", "syn-web") == proto

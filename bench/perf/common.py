@@ -128,15 +128,6 @@ def sync(device: torch.device) -> None:
 # --------------------------------------------------------------------------- arguments
 
 
-def resolve_device(name: str) -> torch.device:
-    """``auto`` -> CUDA when available, else CPU; an explicit unavailable CUDA is an error."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise UsageError("--device cuda requested but torch.cuda.is_available() is False (use --device auto or cpu)")
-    return torch.device(name)
-
-
 def parse_int_list(text: str, option: str, minimum: int) -> list[int]:
     """Comma-separated integers ``>= minimum``; a clear :class:`UsageError` otherwise.
 
@@ -197,4 +188,4 @@ def machine_line(device: torch.device) -> str:
 
 
 __all__ = ["PeakMemory", "SuiteResult", "Target", "fmt", "loadavg", "machine_line", "md_table", "now_utc",
-           "parse_int_list", "resolve_device", "sync", "targets_section"]
+           "parse_int_list", "sync", "targets_section"]

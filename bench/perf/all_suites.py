@@ -27,7 +27,9 @@ import torch
 
 from bench.atomic import write_text
 from bench.errors import UsageError
-from bench.perf_common import SuiteResult, loadavg, machine_line, now_utc, resolve_device
+from bench.perf.common import SuiteResult, loadavg, machine_line, now_utc
+from bench.perf.suites import SUITES, suite_namespace
+from bench.training.device import resolve_device
 
 DEVICE_SUITES = ("losses", "scaling", "train")
 CPU_SUITES = ("parse", "metrics", "study")
@@ -52,15 +54,6 @@ QUICK: dict[str, list[str]] = {
     "metrics": ["--queries", "40", "--docs", "800", "--repeats", "1"],
     "study": [],
 }
-
-
-def suite_namespace(name: str, argv: list[str]) -> argparse.Namespace:
-    """Parse ``argv`` with the suite's own CLI options (so defaults stay in one place)."""
-    from bench.perf import SUITES
-
-    parser = argparse.ArgumentParser(prog=f"ltr-bench perf {name}")
-    SUITES[name].add_arguments(parser)
-    return parser.parse_args(argv)
 
 
 def _outputs(name: str, out_dir: Path, suffix: str) -> list[str]:
@@ -97,7 +90,7 @@ def report_all(args: argparse.Namespace) -> SuiteResult:
         raise UsageError("perf all --device cuda: CUDA is not available (torch.cuda.is_available() is False; "
                        f"torch {torch.__version__} built with CUDA {torch.version.cuda or 'none'}); "
                        "run on a GPU machine or use --device cpu")
-    device = resolve_device(args.device)
+    device = resolve_device(args.device, on_missing_cuda=None)
     if args.threads:
         torch.set_num_threads(args.threads)
     gpu = device.type == "cuda"
@@ -125,7 +118,7 @@ def report_all(args: argparse.Namespace) -> SuiteResult:
         t0 = time.perf_counter()
         print(f"== perf {name} ({' '.join(argv)})", flush=True)
         try:
-            res = ns_report(name)(ns)
+            res = SUITES[name].report(ns)
             if name == "scaling":
                 res.outputs += _figure(Path(ns.csv), figure_dir, f"scaling_figure{suffix}", ns)
         except UsageError:
@@ -160,12 +153,6 @@ def report_all(args: argparse.Namespace) -> SuiteResult:
     return SuiteResult("all", text, targets, rc, [summary] + [p for r in results for p in r.outputs])
 
 
-def ns_report(name: str):
-    from bench.perf import SUITES
-
-    return SUITES[name].report
-
-
 def add_all_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", choices=["cpu", "cuda", "auto"], default="auto")
     p.add_argument("--out-dir", type=Path, default=Path("reports/perf"))
@@ -176,5 +163,4 @@ def add_all_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: leave as set by OMP_NUM_THREADS)")
 
 
-__all__ = ["CPU_SUITES", "DEVICE_SUITES", "PLANS", "QUICK", "add_all_arguments", "gpu_lines", "report_all",
-           "suite_namespace"]
+__all__ = ["CPU_SUITES", "DEVICE_SUITES", "PLANS", "QUICK", "add_all_arguments", "gpu_lines", "report_all"]

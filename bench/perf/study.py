@@ -20,7 +20,7 @@ import pandas as pd
 
 from bench.atomic import write_text
 from bench.errors import UsageError
-from bench.perf_common import SuiteResult, fmt, md_table, now_utc
+from bench.perf.common import SuiteResult, fmt, md_table, now_utc
 
 
 def read_benchmarks(root: Path) -> pd.DataFrame:

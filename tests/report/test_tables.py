@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import html.parser
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from bench import config as bc
+from helpers import ROOT
+
+from bench.config import plan
+from bench.config import validate as cv
 from bench.report import tables as T
 from bench.report.paper import load_paper_numbers
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _stats(rows):
@@ -188,7 +189,7 @@ def test_paper_numbers_spot_checks_against_the_printed_tables():
 
 
 def test_paper_rows_name_methods_and_metrics_of_their_table():
-    cfg = bc.load_config()
+    cfg = cv.load_config()
     p = load_paper_numbers()
     for table, grp in p.groupby("table"):
         spec = cfg["tables"][table]
@@ -198,9 +199,9 @@ def test_paper_rows_name_methods_and_metrics_of_their_table():
 
 
 def test_paper_profile_tables_get_the_transcribed_paper_column():
-    paper_cfg = bc.load_config(ROOT / "config" / "paper.yaml")
-    assert bc.table_roles(paper_cfg, "pirank_table1") == {"mslr-web30k": "mslr-web30k", "yahoo-set1": "yahoo-set1"}
-    assert bc.table_roles(paper_cfg, "arf_table2") == {"mslr-web30k-arf": "mslr-web30k", "istella-arf": "istella"}
+    paper_cfg = cv.load_config(ROOT / "config" / "paper.yaml")
+    assert plan.table_roles(paper_cfg, "pirank_table1") == {"mslr-web30k": "mslr-web30k", "yahoo-set1": "yahoo-set1"}
+    assert plan.table_roles(paper_cfg, "arf_table2") == {"mslr-web30k-arf": "mslr-web30k", "istella-arf": "istella"}
     stats = _stats([("mslr-web30k@Ltest=200", "ndcg@10", "pirank_ndcg_t1000", 0.4500, 0.001, 6306, True, True)])
     spec = {"name": "pirank_table1", "paper": "pirank_table1", "list_sizes": [200], "seeds": [0, 1, 2],
             "datasets": [{"name": "mslr-web30k", "role": "mslr-web30k"}],

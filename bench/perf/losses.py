@@ -1,25 +1,10 @@
-"""``ltr-bench perf``: performance suites, printed and written as markdown tables.
-
-Suites live in :data:`SUITES` (name -> :class:`PerfSuite`); ``register_cli`` turns each
-into ``ltr-bench perf <suite>``:
-
-* ``losses`` (this module): forward + backward of every loss vs textbook references;
-* ``scaling`` (:mod:`bench.perf_scaling`): PiRank Fig. 7, training-step wall-clock vs L;
-* ``train`` (:mod:`bench.perf_train`): training throughput and the data pipeline's share;
-* ``parse`` and ``metrics`` (:mod:`bench.perf_data`): SVMlight parsing vs scikit-learn,
-  prepared-cache reload, all metrics on an MSLR-sized fold vs a per-query loop;
-* ``study`` (:mod:`bench.perf_study`): slowest Snakemake jobs from their benchmark files;
-* ``all`` (:mod:`bench.perf_all`): every suite, one markdown per suite, the scaling
-  figure, a targets summary, and with ``--device cuda`` a GPU report.
-
-Each suite's ``report(args)`` measures, writes its outputs atomically and returns a
-:class:`bench.perf_common.SuiteResult`; its ``run(args)`` is the CLI entry (exit status).
+"""``ltr-bench perf losses``: forward + backward of every loss vs textbook references.
 
 ``ltr-bench perf losses [--device cpu|cuda|auto] [--lengths 100,1000,3375] [--batch 16]
 [--repeats N] [--only-at L=loss,loss ...] [--out reports/perf/losses.md]`` times forward +
 backward of every registered loss at its default hyperparameters on ``B`` full lists of
 length ``L`` (scores ~ N(0, 1), labels uniform on 0..4, float32 by default) next to the
-textbook references of :mod:`bench.perf_reference`, measured in the same run.
+textbook references of :mod:`bench.perf.reference`, measured in the same run.
 ``--only-at 3375=pirank_ndcg`` restricts one length to a subset of the losses (the dense
 references of the other losses take minutes there).
 
@@ -29,7 +14,7 @@ Measurement protocol (also written into the table's header):
   CUDA synchronised); the table shows the minimum, the least-disturbed call (timeit's
   convention: on a shared machine other processes only ever add time). A call slower
   than 5 s is timed once.
-* peak memory: :class:`bench.perf_common.PeakMemory` around the first timed call (RSS
+* peak memory: :class:`bench.perf.common.PeakMemory` around the first timed call (RSS
   high-water mark above the resident set before it on CPU, allocator peak on CUDA);
   where ``/proc`` is unavailable the column says ``n/a``.
 * references too slow or too large to run on all ``B`` lists are measured on ``b < B``
@@ -51,31 +36,19 @@ from typing import Any, Callable
 
 import torch
 
-from bench import losses, perf_all, perf_data, perf_reference, perf_scaling, perf_study, perf_train
+from bench import losses
 from bench.atomic import write_text
 from bench.errors import UsageError
-from bench.perf_common import (PeakMemory, SuiteResult, Target, fmt, loadavg, machine_line, now_utc,
-                               parse_int_list, resolve_device, sync, targets_section)
+from bench.perf import reference
+from bench.perf.common import (PeakMemory, SuiteResult, Target, fmt, loadavg, machine_line, now_utc,
+                               parse_int_list, sync, targets_section)
+from bench.training.device import resolve_device
 
 SLOW_CALL_S = 5.0
 # Per-list count of n x n matrices a dense reference keeps alive (softmax, products, and
 # for Sinkhorn two iterates per round), used to size the measured subset.
 DENSE_MATRICES = {"neuralndcg": 70, "neuralndcg_transposed": 70, "sinkprop": 20, "arf": 24}
 DEFAULT_DENSE_MATRICES = 12
-
-
-@dataclass(frozen=True)
-class PerfSuite:
-    """One ``ltr-bench perf <name>`` sub-command."""
-
-    name: str
-    help: str
-    add_arguments: Callable[[argparse.ArgumentParser], None]
-    report: Callable[[argparse.Namespace], SuiteResult]
-
-    def run(self, args: argparse.Namespace) -> int:
-        """CLI entry: measure, write, print; exit status 1 when a measurement failed."""
-        return self.report(args).rc
 
 
 # --------------------------------------------------------------------------- measuring
@@ -160,7 +133,7 @@ def _only_at(items: list[str], names: list[str]) -> dict[int, list[str]]:
 
 def report_losses(args: argparse.Namespace) -> SuiteResult:
     """Measure every (L, loss) cell, write the table to ``args.out``, return it with targets."""
-    device = resolve_device(args.device)
+    device = resolve_device(args.device, on_missing_cuda=None)
     dtype = {"float32": torch.float32, "float64": torch.float64}[args.dtype]
     lengths = parse_int_list(args.lengths, "--lengths", 2)
     if args.batch < 1 or args.repeats < 1:
@@ -193,7 +166,7 @@ def report_losses(args: argparse.Namespace) -> SuiteResult:
                 errors += 1
                 rows.append(row + [f"error: {type(exc).__name__}: {exc}"] + [""] * (len(COLUMNS) - 3))
                 continue
-            ref = perf_reference.REFERENCES.get(name)
+            ref = reference.REFERENCES.get(name)
             if ref is None:
                 row += ["none (O(n) loss)", "", "", "", "", ""]
             else:
@@ -222,15 +195,10 @@ def report_losses(args: argparse.Namespace) -> SuiteResult:
     return SuiteResult("losses", table, targets, 1 if errors else 0, [Path(args.out)])
 
 
-def run_losses(args: argparse.Namespace) -> int:
-    """``ltr-bench perf losses``: exit status 1 when any loss or reference failed."""
-    return report_losses(args).rc
-
-
 def _reference_label(label: str, length: int) -> str:
     if "NeuralSort" not in label:
         return label
-    product = "row sums by A@11^T (cubic)" if length <= perf_reference.NEURALSORT_CUBIC_MAX else "dense row sums"
+    product = "row sums by A@11^T (cubic)" if length <= reference.NEURALSORT_CUBIC_MAX else "dense row sums"
     return f"{label}; {product}"
 
 
@@ -274,9 +242,9 @@ def _render(args, device, dtype, rows, targets: list[Target], load: str) -> str:
         f"- time: minimum of {args.repeats} timed calls after one warm-up (calls > {SLOW_CALL_S:g} s timed once); "
         f"load average at start {load}, at end {loadavg()} (1/5/15 min)",
         f"- peak memory: {memory}, extra memory of one call above the resident set before it",
-        f"- references (bench/perf_reference.py) measured on b lists, time scaled by B/b; dense-reference b from "
+        f"- references (bench/reference.py) measured on b lists, time scaled by B/b; dense-reference b from "
         f"a {args.ref_budget_mib:g} MiB budget, index-list b from a {args.pair_budget:g}-pair budget; NeuralSort "
-        f"row sums by the explicit A@11^T product for L <= {perf_reference.NEURALSORT_CUBIC_MAX}, dense row sum beyond",
+        f"row sums by the explicit A@11^T product for L <= {reference.NEURALSORT_CUBIC_MAX}, dense row sum beyond",
         "- speed-up = scaled reference time / ours; rel. diff = |ours - ref| / |ref| on the b lists",
         "",
         "| " + " | ".join(COLUMNS) + " |",
@@ -286,7 +254,7 @@ def _render(args, device, dtype, rows, targets: list[Target], load: str) -> str:
     return "\n".join(head + body + targets_section(targets)) + "\n"
 
 
-def _add_losses_arguments(p: argparse.ArgumentParser) -> None:
+def add_losses_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", choices=["cpu", "cuda", "auto"], default="auto")
     p.add_argument("--lengths", default="100,1000,3375", help="comma-separated list lengths L")
     p.add_argument("--batch", type=int, default=16, help="lists per call B")
@@ -299,35 +267,3 @@ def _add_losses_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pair-budget", type=int, default=2_000_000, help="pairs a Python index-list reference may enumerate")
     p.add_argument("--only-at", action="append", default=[], metavar="L=LOSS[,LOSS]",
                    help="at length L measure only these losses (repeatable), e.g. 3375=pirank_ndcg")
-
-
-SUITES: dict[str, PerfSuite] = {
-    "losses": PerfSuite("losses", "time and peak memory of every registered loss vs textbook references",
-                        _add_losses_arguments, report_losses),
-    "scaling": PerfSuite("scaling", "PiRank Fig. 7: training-step wall-clock and peak memory vs list size",
-                         perf_scaling.add_scaling_arguments, perf_scaling.report_scaling),
-    "train": PerfSuite("train", "training throughput (queries/s) and the data pipeline's share of a step",
-                       perf_train.add_train_arguments, perf_train.report_train),
-    "parse": PerfSuite("parse", "SVMlight parsing vs scikit-learn (MB/s) and the prepared-cache reload",
-                       perf_data.add_parse_arguments, perf_data.report_parse),
-    "metrics": PerfSuite("metrics", "all metrics on an MSLR-sized fold vs a per-query loop",
-                         perf_data.add_metrics_arguments, perf_data.report_metrics),
-    "study": PerfSuite("study", "slowest Snakemake jobs from results/benchmarks/**/*.tsv",
-                       perf_study.add_study_arguments, perf_study.report_study),
-    "all": PerfSuite("all", "every suite, the scaling figure and the targets summary (--device cuda: gpu.md)",
-                     perf_all.add_all_arguments, perf_all.report_all),
-}
-
-
-def register_cli(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``perf`` with one sub-command per entry of :data:`SUITES`."""
-    perf = subparsers.add_parser("perf", help="performance suites (markdown tables)")
-    suites = perf.add_subparsers(dest="suite", metavar="SUITE")
-    suites.required = True
-    for suite in SUITES.values():
-        p = suites.add_parser(suite.name, help=suite.help)
-        suite.add_arguments(p)
-        p.set_defaults(func=suite.run)
-
-
-__all__ = ["PerfSuite", "SUITES", "loss_targets", "measure", "register_cli", "report_losses", "resolve_device", "run_losses"]

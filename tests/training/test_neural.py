@@ -18,32 +18,16 @@ import pytest
 import torch
 import yaml
 
+from helpers import ROOT, make_prepared
+
 from bench import losses
-from bench.runs import RUN_JSON_KEYS, ConfigError
-from bench.train import (
-    EXIT_ENV,
-    EXIT_STATUS,
-    TRAIN_DEFAULTS,
-    TrainingDiverged,
-    default_checkpoint_dir,
-    epoch_lists,
-    split_to_tensors,
-    train_run,
-)
-
-
-def _support():
-    """``tests/test_train_support.py`` loaded by path (tests/ is not a package)."""
-    import importlib.util
-
-    path = Path(__file__).with_name("test_train_support.py")
-    spec = importlib.util.spec_from_file_location("ltr_bench_test_train_support", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-make_prepared = _support().make_prepared
+from bench.errors import ConfigError, TrainingDiverged
+from bench.results import RUN_JSON_KEYS
+from bench.training.batches import epoch_lists, split_to_tensors
+from bench.training.config import TRAIN_DEFAULTS
+from bench.training.loop import EXIT_ENV, EXIT_STATUS
+from bench.training.neural import train_run
+from bench.training.state import default_checkpoint_dir
 
 METRICS = ["ndcg@5", "ndcg@10", "mrr", "arp", "opa"]
 
@@ -322,7 +306,7 @@ def test_cli_reports_config_errors(prepared, tmp_path):
 
 
 def test_schema_train_keys_match_defaults():
-    schema = Path(__file__).resolve().parents[1] / "workflows" / "schemas" / "config.schema.yaml"
+    schema = ROOT / "workflows" / "schemas" / "config.schema.yaml"
     if not schema.exists():
         pytest.fail(f"{schema} is missing")
     keys = set(yaml.safe_load(schema.read_text())["$defs"]["train"]["properties"])
@@ -344,7 +328,8 @@ def test_every_registered_loss_trains_one_epoch(prepared, tmp_path, name):
 def test_tau_schedule_sets_the_attribute_of_a_module_loss():
     """ARF's forward takes no ``tau``: the schedule sets the module's ``tau`` before each call,
     and its learnable alpha is handed to the optimiser."""
-    from bench.train import make_loss, resolve_run_config
+    from bench.training.config import resolve_run_config
+    from bench.training.loss import make_loss
 
     cfg = _config(tau_schedule={"kind": "constant", "value": 0.5})
     cfg["methods"]["arf"] = {"loss": "arf", "params": {"m": 3, "k": 2}}

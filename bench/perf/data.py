@@ -33,7 +33,7 @@ import numpy as np
 from bench.atomic import write_text
 from bench.errors import UsageError
 from bench.metrics import evaluate, parse_metric
-from bench.perf_common import SuiteResult, Target, fmt, loadavg, md_table, now_utc, targets_section
+from bench.perf.common import SuiteResult, Target, fmt, loadavg, md_table, now_utc, targets_section
 
 @numba.njit(cache=True)
 def _write_rows(labels, qids, micro, decimals, out):

@@ -5,7 +5,7 @@ queries (the preset's list-length distribution, 136 features; the real Fold1 has
 z-scored with its own statistics. Model: PiRank's MLP for this table,
 136-256-256-128-64-1 with batch norm and dropout 0.3; Adam; batches of ``--batch`` lists
 of ``L_train = --list-size``. Each loss of ``--losses`` (default RankNet, NeuralNDCG,
-PiRank-NDCG at tau 5) runs the exact step of :mod:`bench.train`: ``epoch_lists`` +
+PiRank-NDCG at tau 5) runs the exact step of :mod:`bench.training.loop`: ``epoch_lists`` +
 ``gather`` for the data, then forward, loss, backward, gradient clipping, Adam step.
 
 Timing: 3 warm-up steps per loss, then 5 interleaved rounds of ``--steps / 5`` steps (a
@@ -32,13 +32,14 @@ import numpy as np
 import torch
 
 from bench.atomic import write_text
-from bench.errors import UsageError
 from bench.data import generate_synthetic
+from bench.errors import UsageError
 from bench.losses import get, info
 from bench.models import build_model
-from bench.perf_common import (SuiteResult, Target, fmt, loadavg, machine_line, md_table, now_utc, resolve_device,
+from bench.perf.common import (SuiteResult, Target, fmt, loadavg, machine_line, md_table, now_utc,
                                sync, targets_section)
-from bench.train import epoch_lists, gather, split_to_tensors
+from bench.training.batches import epoch_lists, gather, split_to_tensors
+from bench.training.device import resolve_device
 
 HIDDEN = [256, 256, 128, 64]
 LOSS_PARAMS = {"pirank_ndcg": {"tau": 5.0}}
@@ -113,7 +114,7 @@ def bench_gbdt(train, trees: int, threads: int) -> dict[str, float]:
     import lightgbm as lgb
     import xgboost as xgb
 
-    from bench.gbdt import LGB_DEFAULTS, XGB_DEFAULTS
+    from bench.training.gbdt import LGB_DEFAULTS, XGB_DEFAULTS
 
     groups = np.diff(train.offsets)
     n_threads = threads or torch.get_num_threads()
@@ -148,7 +149,7 @@ def measure_losses(names: list[str], data, batch: int, list_size: int, steps: in
 
 
 def report_train(args: argparse.Namespace) -> SuiteResult:
-    device = resolve_device(args.device)
+    device = resolve_device(args.device, on_missing_cuda=None)
     if min(args.queries, args.steps, args.batch, args.list_size) < 1 or args.trees < 0:
         raise UsageError("--queries, --steps, --batch and --list-size must be >= 1, --trees >= 0")
     names = [n.strip() for n in args.losses.split(",") if n.strip()]
@@ -188,7 +189,7 @@ def report_train(args: argparse.Namespace) -> SuiteResult:
         f"- data: generate_synthetic(preset='mslr-like'), {args.queries} training queries, {train.labels.size} "
         f"documents, 136 features (generated in {t_gen:.1f} s), z-scored",
         f"- MLP 136-{'-'.join(map(str, HIDDEN))}-1 (batch norm, dropout 0.3), Adam, {args.batch} lists of L_train = "
-        f"{args.list_size} per step; the step of bench.train (epoch_lists + gather, forward, loss, backward, clip, step)",
+        f"{args.list_size} per step; the step of bench.training (epoch_lists + gather, forward, loss, backward, clip, step)",
         f"- 3 warm-up steps, then {ROUNDS} interleaved rounds of {max(1, args.steps // ROUNDS)} steps per loss; "
         "median round shown. Data pipeline = gather per step + the epoch's list sampling amortised over its steps "
         "(perf_counter timers). Loss alone = forward + backward of the loss on the same batch with leaf scores",

@@ -10,7 +10,8 @@ import pytest
 
 from bench.data import load_prepared
 from bench.data.prepare import prepare_fold
-from bench.evaluate import eval_lists, evaluate_runs
+from bench.data.sublists import seeded_sublists
+from bench.evaluate import evaluate_runs
 from bench.metrics import evaluate
 
 
@@ -46,9 +47,9 @@ def test_test_list_sizes_cut_every_query_the_same_way_for_every_method(prepared,
     a, b = _run(tmp_path, "a", rng.normal(size=n)), _run(tmp_path, "b", rng.normal(size=n))
     frame = evaluate_runs(prepared, [a, b], ["ndcg@max"], dataset="syn", fold="Fold1", list_sizes=[4, 10])
     assert set(frame["dataset"]) == {"syn@Ltest=4", "syn@Ltest=10"}
-    idx, off = eval_lists(np.asarray(test.offsets), 4, "syn", "Fold1")
+    idx, off = seeded_sublists(np.asarray(test.offsets), 4, dataset="syn", fold="Fold1", split="test")
     assert np.all(np.diff(off) == np.minimum(np.diff(np.asarray(test.offsets)), 4))
-    idx2, _ = eval_lists(np.asarray(test.offsets), 4, "syn", "Fold1")
+    idx2, _ = seeded_sublists(np.asarray(test.offsets), 4, dataset="syn", fold="Fold1", split="test")
     assert np.array_equal(idx, idx2)  # seeded: the same documents for every method and run
     # oracle: the metric of method a at L_test = 4 is NDCG of exactly those documents
     sa = np.load(f"{a['dir']}/scores.npy").astype(np.float64)

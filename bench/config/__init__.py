@@ -1,0 +1,10 @@
+"""Configuration: the single path from YAML to a job's JSON.
+
+- :mod:`bench.config.validate`: load the profile files (the embedded default merged with
+  ``--configfile``s), fill the JSON schema's defaults, validate, check cross-references;
+- :mod:`bench.config.plan`: every planning decision the workflow needs (tables, figures,
+  runs, evaluations, specs), unit-tested; ``workflows/common.smk`` only calls it;
+- :mod:`bench.config.run`: read one job's config file and pick its method.
+
+Nothing here imports torch: the Snakefile imports this package.
+"""

@@ -1,0 +1,140 @@
+"""Provenance: canonical JSON, protocol hashes, and the facts a result depends on.
+
+The **protocol** is what two runs must share for their per-query metrics to be compared:
+preprocessing options, dataset and fold, list sizes, model, optimisation schedule, seed,
+metric conventions. It excludes the method itself (loss name, loss hyperparameters and
+temperature schedule; for GBDT the library, objective and its parameters), so a new loss
+trained under the frozen protocol of the baselines gets the same hash. Its hash is the
+sha256 of :func:`canonical_json`.
+
+:func:`run_header` is the part of a run's ``run.json`` every run kind shares (identity,
+resolved config, protocol and its hash, dataset fingerprint, git commit, library versions,
+finish time); :mod:`bench.frozen` records the same git and library facts in its manifest.
+
+>>> protocol_hash({"b": [1, 2.5], "a": "x"}) == protocol_hash({"a": "x", "b": (1, 2.5)})
+True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+_LIBRARIES = ("numpy", "scipy", "pandas", "pyarrow", "torch", "lightgbm", "xgboost", "ltr-bench")
+
+
+def plain(obj: Any) -> Any:
+    """Recursively turn tuples, numpy scalars and arrays into plain JSON types."""
+    if isinstance(obj, dict):
+        return {str(k): plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [plain(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return plain(obj.tolist())
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def canonical_json(obj: Any) -> str:
+    """Key-sorted, whitespace-free, ASCII JSON; NaN/inf rejected (they have no canonical form).
+
+    >>> canonical_json({"z": 1, "a": [True, None, 0.1]})
+    '{"a":[true,null,0.1],"z":1}'
+    """
+    return json.dumps(plain(obj), sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+
+
+def protocol_hash(protocol: dict[str, Any]) -> str:
+    """sha256 hex digest of :func:`canonical_json` of ``protocol``."""
+    return hashlib.sha256(canonical_json(protocol).encode("ascii")).hexdigest()
+
+
+def git_commit() -> tuple[str, bool | None]:
+    """``(commit, dirty)`` of the checkout holding this package, or ``("unknown", None)``."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        status = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "unknown", None
+    return (head or "unknown"), bool(status.strip())
+
+
+def library_versions() -> dict[str, str]:
+    """Python, platform and the versions of the libraries a result depends on."""
+    out = {"python": platform.python_version(), "platform": platform.platform()}
+    for name in _LIBRARIES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    if "torch" in sys.modules:
+        import torch
+
+        out["torch_cuda"] = str(torch.version.cuda)
+    return out
+
+
+def cpu_name() -> str:
+    """CPU model name (from /proc/cpuinfo when available) and the logical core count."""
+    name = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{name} ({os.cpu_count()} logical cores)"
+
+
+def host_peak_rss_bytes() -> int:
+    """Peak resident set size of this process (Linux reports KiB, macOS bytes)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)
+
+
+def run_header(*, kind: str, identity: dict[str, Any], config: dict[str, Any], device_requested: str,
+               protocol: dict[str, Any], fingerprint: str, prepared_dir) -> dict[str, Any]:
+    """The part of ``run.json`` every run kind shares: identity (``dataset, fold, method,
+    seed``), resolved config, protocol and its hash, dataset fingerprint, code and library
+    versions, finish time. Trainers add their device, wall time, peak memory and result."""
+    commit, dirty = git_commit()
+    return {
+        "kind": kind,
+        "dataset": identity["dataset"],
+        "fold": identity["fold"],
+        "method": identity["method"],
+        "seed": int(identity["seed"]),
+        "config": {**config, "device_requested": device_requested},
+        "protocol": protocol,
+        "protocol_hash": protocol_hash(protocol),
+        "dataset_fingerprint": fingerprint,
+        "prepared_dir": str(Path(prepared_dir).resolve()),
+        "git_commit": commit,
+        "git_dirty": dirty,
+        "versions": library_versions(),
+        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }

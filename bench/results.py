@@ -1,0 +1,108 @@
+"""Run directories and per-query frames: one schema, one writer, one reader.
+
+A run directory (``results/runs/<experiment>/<dataset>/<fold>/<method>/seed<k>/``) holds
+exactly four files, written together by :func:`write_run` as one atomic directory (so a
+failed run leaves nothing behind):
+
+- ``scores.npy``: float32, one score per test document in test-split order. When the
+  evaluation lists are sub-sampled (``train.test_list_size`` = ``L_test``), documents left
+  out of every evaluation list hold NaN (they were not scored by the protocol).
+- ``metrics.parquet``: :func:`bench.metrics.evaluate`'s per-query frame for the test split
+  (query ids from the prepared ``qids``) with leading columns ``dataset, fold, method, seed``
+  (:func:`label_metrics`).
+- ``curve.csv``: one row per epoch (GBDT: per boosting round): ``epoch, step, lr, tau,
+  train_loss, seconds`` and one ``vali_<metric>`` column per validation metric.
+- ``run.json``: provenance, keys listed in :data:`RUN_JSON_KEYS`
+  (:func:`bench.provenance.run_header` plus the trainer's device, timing and result).
+
+A **per-query frame** (``ltr-bench evaluate``'s output, the frozen baselines, what
+``ltr-bench stats`` reads) has the key columns :data:`KEY_COLUMNS`, one float column per
+metric and one bool ``<metric>:dropped`` column per metric. Test-list-size variants carry
+``dataset = "<dataset>@Ltest=<L>"`` (:func:`dataset_key`).
+
+>>> dataset_key("mslr-web30k", 40), dataset_key("mslr-web30k", None)
+('mslr-web30k@Ltest=40', 'mslr-web30k')
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+
+from bench.atomic import atomic_path
+from bench.provenance import plain
+
+RUN_JSON_KEYS = (
+    "kind",
+    "dataset",
+    "fold",
+    "method",
+    "seed",
+    "config",
+    "protocol",
+    "protocol_hash",
+    "dataset_fingerprint",
+    "prepared_dir",
+    "git_commit",
+    "versions",
+    "device",
+    "device_name",
+    "wall_time_s",
+    "peak_memory",
+    "finished_at",
+    "result",
+)
+# the columns that identify one row of a per-query frame, in their order in the files
+KEY_COLUMNS = ("dataset", "fold", "seed", "method", "query")
+
+
+def dataset_key(dataset: str, l_test: int | None) -> str:
+    """The per-query (and statistics) ``dataset`` value of a test-list-size variant."""
+    return dataset if not l_test else f"{dataset}@Ltest={int(l_test)}"
+
+
+def label_metrics(frame: pd.DataFrame, *, dataset: str, fold: str, method: str, seed: int) -> pd.DataFrame:
+    """Prefix ``dataset, fold, method, seed`` columns to an ``evaluate`` frame."""
+    ident = pd.DataFrame(
+        {"dataset": dataset, "fold": fold, "method": method, "seed": np.int64(seed)}, index=frame.index
+    )
+    return pd.concat([ident, frame], axis=1)
+
+
+def write_run(
+    out_dir: str | os.PathLike,
+    *,
+    scores: np.ndarray,
+    metrics: pd.DataFrame,
+    curve: pd.DataFrame,
+    run_info: dict[str, Any],
+) -> Path:
+    """Write the four run files into ``out_dir`` as one atomic directory; return its path."""
+    missing = [k for k in RUN_JSON_KEYS if k not in run_info]
+    if missing:
+        raise ValueError(f"run.json is missing keys {missing}")
+    out = Path(out_dir)
+    with atomic_path(out, is_dir=True) as tmp:
+        np.save(tmp / "scores.npy", np.asarray(scores, dtype=np.float32))
+        metrics.to_parquet(tmp / "metrics.parquet", index=False)
+        curve.to_csv(tmp / "curve.csv", index=False)
+        (tmp / "run.json").write_text(
+            json.dumps(plain(run_info), indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8"
+        )
+    return out
+
+
+def write_frame(frame: pd.DataFrame, path: str | os.PathLike) -> None:
+    """Write a per-query or statistics frame as parquet, atomically."""
+    with atomic_path(path) as tmp:
+        frame.to_parquet(tmp, index=False)
+
+
+def read_frames(paths: Iterable[str | os.PathLike]) -> pd.DataFrame:
+    """Concatenate parquet frames (per-query metrics of several runs, folds or methods)."""
+    return pd.concat([pd.read_parquet(p) for p in paths], ignore_index=True)

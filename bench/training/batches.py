@@ -1,0 +1,140 @@
+"""Batches: device-resident splits, per-epoch training lists, fixed evaluation lists, scoring.
+
+Training lists are drawn afresh every epoch from the run's seeded CPU generator
+(:func:`epoch_lists`); evaluation lists are built once per split (:func:`eval_lists`),
+full queries or the protocol's seeded ``L_test`` sub-sample
+(:func:`bench.data.sublists.seeded_sublists`), sorted by length to limit padding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from bench.data.sublists import seeded_sublists
+from bench.training.device import autocast
+
+EVAL_MAX_SLOTS = 1 << 16
+
+
+@dataclass
+class SplitData:
+    """One split's arrays as tensors on the storage device (GPU when it fits)."""
+
+    features: Tensor  # [N, F] float32
+    labels: Tensor  # [N] float32
+    offsets: Tensor  # [Q+1] int64
+    qidx: Tensor  # [N] int64, the query of each row
+    pos_in_query: Tensor  # [N] int64, the row's position within its query
+    labels_np: np.ndarray
+    offsets_np: np.ndarray
+    qids: np.ndarray
+
+    @property
+    def n_queries(self) -> int:
+        return self.offsets.numel() - 1
+
+
+def split_to_tensors(split: Any, store: torch.device) -> SplitData:
+    """Copy a prepared split (memory-mapped numpy) into tensors on ``store``."""
+    feats = torch.from_numpy(np.array(split.features, dtype=np.float32, copy=True))
+    labels_np = np.array(split.labels, dtype=np.float32, copy=True)
+    offsets_np = np.array(split.offsets, dtype=np.int64, copy=True)
+    lengths = torch.from_numpy(np.diff(offsets_np))
+    offsets = torch.from_numpy(offsets_np)
+    qidx = torch.repeat_interleave(torch.arange(lengths.numel()), lengths)
+    pos = torch.arange(qidx.numel()) - offsets[qidx]
+    return SplitData(
+        feats.to(store),
+        torch.from_numpy(labels_np).to(store),
+        offsets.to(store),
+        qidx.to(store),
+        pos.to(store),
+        labels_np,
+        offsets_np,
+        np.array(split.qids, dtype=np.int64, copy=True),
+    )
+
+
+def epoch_lists(data: SplitData, list_size: int, gen: torch.Generator) -> tuple[Tensor, Tensor]:
+    """This epoch's training lists and query order, from ``gen`` (a CPU generator).
+
+    Returns ``rows [Q, list_size]`` (row ids into the split, -1 for padding; a query longer
+    than ``list_size`` keeps a uniformly random subset, every query's items in random order)
+    and ``order [Q]`` (a random permutation of queries). Vectorised: one random permutation
+    of all rows, one stable sort by query, one scatter.
+    """
+    store = data.features.device
+    n = data.qidx.numel()
+    shuffled = torch.randperm(n, generator=gen).to(store)
+    by_query = torch.argsort(data.qidx[shuffled], stable=True)
+    rows = shuffled[by_query]  # grouped by query (ascending), random within each query
+    keep = data.pos_in_query < list_size
+    lists = torch.full((data.n_queries, list_size), -1, dtype=torch.int64, device=store)
+    lists[data.qidx[keep], data.pos_in_query[keep]] = rows[keep]
+    order = torch.randperm(data.n_queries, generator=gen).to(store)
+    return lists, order
+
+
+def gather(data: SplitData, rows: Tensor, device: torch.device) -> tuple[Tensor, Tensor, Tensor]:
+    """Features ``[B, L, F]``, labels ``[B, L]`` (0 on padding) and mask for row ids ``[B, L]``."""
+    mask = rows >= 0
+    safe = rows.clamp(min=0)
+    x = data.features[safe]
+    y = torch.where(mask, data.labels[safe], torch.zeros((), dtype=data.labels.dtype, device=rows.device))
+    return x.to(device, non_blocking=True), y.to(device, non_blocking=True), mask.to(device, non_blocking=True)
+
+
+@dataclass
+class EvalLists:
+    """Fixed evaluation lists of a split: full queries or an ``L_test`` sub-sample."""
+
+    doc_index: np.ndarray  # [M] rows of the split that are evaluated, grouped by query
+    offsets: np.ndarray  # [Q+1] over doc_index
+    batches: list[tuple[Tensor, Tensor]]  # (rows [b, Lmax] on store, positions [b, Lmax] on device)
+
+
+def eval_lists(data: SplitData, device: torch.device, *, list_size: int | None, batch_lists: int,
+               dataset: str, fold: str, split: str) -> EvalLists:
+    """Build the evaluation batches once: queries sorted by length to limit padding."""
+    if list_size is None:
+        doc_index = np.arange(data.labels_np.size, dtype=np.int64)
+        offsets = data.offsets_np
+    else:
+        doc_index, offsets = seeded_sublists(data.offsets_np, list_size, dataset=dataset, fold=fold, split=split)
+    lengths = np.diff(offsets)
+    by_len = np.argsort(lengths, kind="stable")
+    doc_t = torch.from_numpy(doc_index)
+    batches = []
+    start, n_q = 0, lengths.size
+    while start < n_q:  # one iteration per batch
+        stop = min(start + batch_lists, n_q)
+        width = max(int(lengths[by_len[stop - 1]]), 1)
+        stop = start + max(1, min(stop - start, EVAL_MAX_SLOTS // width))
+        qs = by_len[start:stop]
+        width = max(int(lengths[qs].max()), 1)
+        ar = np.arange(width)
+        valid = ar[None, :] < lengths[qs][:, None]
+        pos = np.where(valid, offsets[qs][:, None] + ar[None, :], -1)
+        pos_t = torch.from_numpy(pos)
+        rows = torch.where(pos_t >= 0, doc_t[pos_t.clamp(min=0)], -1)
+        batches.append((rows.to(data.features.device), pos_t.to(device)))
+        start = stop
+    return EvalLists(doc_index, offsets, batches)
+
+
+@torch.no_grad()
+def score_lists(model: nn.Module, data: SplitData, ev: EvalLists, device: torch.device, amp: bool) -> np.ndarray:
+    """Scores of the evaluated documents ``[M]`` (``ev.doc_index`` order), float32."""
+    model.eval()
+    out = torch.zeros(ev.doc_index.size, dtype=torch.float32, device=device)
+    for rows, pos in ev.batches:
+        x, _, mask = gather(data, rows, device)
+        with autocast(device, amp):
+            s = model(x, mask).float()
+        out[pos[mask]] = s[mask]
+    return out.cpu().numpy()

@@ -1,0 +1,70 @@
+"""The loss a run trains with: the registry's callable plus its per-call extras.
+
+:func:`make_loss` builds it through :func:`bench.losses.get` (which checks ``params``
+against the loss's keyword-only hyperparameters) and records how a temperature schedule
+reaches it and whether it takes the run's seeded generator (ListMLE's tie order).
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from torch import Tensor, nn
+
+from bench.errors import ConfigError
+from bench.training.config import check
+
+
+@dataclass
+class LossCall:
+    """A loss callable (hyperparameters already bound by the registry) plus per-call extras.
+
+    The temperature of a ``tau_schedule`` is passed as the ``tau`` keyword when the
+    callable takes one; for an ``nn.Module`` loss whose ``forward`` does not, it is set as
+    the module's ``tau`` attribute before the call.
+    """
+
+    fn: Callable[..., Tensor]
+    tau_mode: str  # "kwarg", "attribute" or "none"
+    takes_generator: bool
+    module: nn.Module | None  # set when the loss has trainable parameters
+
+    def __call__(self, scores: Tensor, labels: Tensor, mask: Tensor, *, tau: float | None, gen) -> Tensor:
+        extra: dict[str, Any] = {}
+        if tau is not None:
+            if self.tau_mode == "kwarg":
+                extra["tau"] = tau
+            else:
+                self.fn.tau = tau
+        if self.takes_generator:
+            extra["generator"] = gen
+        return self.fn(scores, labels, mask, **extra)
+
+
+def make_loss(cfg: dict[str, Any], method: str) -> LossCall:
+    """Build the loss through :func:`bench.losses.get` (which checks ``params``)."""
+    from bench import losses
+
+    name = cfg["loss"]
+    try:
+        losses.info(name)
+    except ValueError as exc:
+        raise ConfigError(f"methods.{method}.loss: {exc}") from exc
+    try:
+        fn = losses.get(name, **cfg["params"])
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"methods.{method}.params: {exc}") from exc
+    module = fn if isinstance(fn, nn.Module) else None
+    sig = inspect.signature(fn.forward if module is not None else fn)
+    var_kw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.parameters.values())
+    tau_mode = "kwarg" if (var_kw or "tau" in sig.parameters) else "none"
+    if tau_mode == "none" and module is not None and isinstance(getattr(module, "tau", None), (int, float)):
+        tau_mode = "attribute"
+    if cfg["train"]["tau_schedule"] is not None:
+        check(tau_mode != "none", f"methods.{method}.train.tau_schedule", f"loss {name!r} has no 'tau' hyperparameter")
+        check("tau" not in cfg["params"], f"methods.{method}.params.tau", "set either params.tau or train.tau_schedule")
+    takes_gen = "generator" in sig.parameters and "generator" not in cfg["params"]
+    has_params = module is not None and bool(losses.has_parameters(name))
+    return LossCall(fn, tau_mode, takes_gen, module if has_params else None)

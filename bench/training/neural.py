@@ -1,0 +1,105 @@
+"""The neural trainer: one (prepared fold, method, seed) -> one run directory.
+
+Python API: :func:`train_run` ``(config, prepared_dir, out_dir, *, method, seed,
+device="auto", quiet=False, checkpoint_dir=None, threads=None) -> Path``; CLI
+(:mod:`bench.training.cli`)::
+
+    ltr-bench train --prepared DIR --out RUN_DIR --method NAME --seed K --config CONFIG.yaml
+                    [--device auto|cpu|cuda] [--quiet] [--checkpoint-dir DIR] [--threads N]
+
+The configuration and its ``train`` keys are described in :mod:`bench.training.config`,
+the loop (determinism, divergence, the simulated crash) in :mod:`bench.training.loop`, the
+checkpoint in :mod:`bench.training.state`, the ``--device`` policy in
+:mod:`bench.training.device`. The run executes with ``torch.use_deterministic_algorithms
+(True)`` (``warn_only`` on CUDA) and the global torch RNG forked, so the caller's state is
+untouched; a failed run (bad config, divergence) writes nothing to ``out_dir``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from bench.provenance import cpu_name, host_peak_rss_bytes
+from bench.training.common import RunFold, RunOutput, load_fold, log, write_result
+from bench.training.config import NOT_PROTOCOL, resolve_run_config
+from bench.training.device import deterministic, resolve_device, torch_threads
+from bench.training.loop import fit, setup
+from bench.training.loss import make_loss
+from bench.training.state import checkpoint_key, default_checkpoint_dir
+
+SEEDING = "bench.seeds.derive_seed(dataset, fold, method, seed, purpose)"
+
+
+def train_run(
+    config: dict[str, Any],
+    prepared_dir: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    *,
+    method: str,
+    seed: int,
+    device: str = "auto",
+    quiet: bool = False,
+    checkpoint_dir: str | os.PathLike | None = None,
+    threads: int | None = None,
+) -> Path:
+    """Train ``method`` on a prepared fold with ``seed``; write the run directory; return it.
+
+    ``config`` is the whole configuration (with ``methods``; see :mod:`bench.training.config`).
+    ``threads`` sets torch's intra-op threads for the run (None: leave as is); on a shared
+    machine running several jobs, 1 per job is often several times faster than oversubscribing.
+    Raises :class:`bench.errors.ConfigError` for a bad config and
+    :class:`bench.errors.TrainingDiverged` for a non-finite loss or gradient; in both cases
+    ``out_dir`` is not created.
+    """
+    started = time.perf_counter()
+    out_dir = Path(out_dir)
+    cfg = resolve_run_config(config, method)
+    loss_call = make_loss(cfg, method)
+    run = load_fold(prepared_dir, method=method, seed=seed)
+    dev = resolve_device(device, on_missing_cuda=log)
+    if cfg["train"]["amp"] and dev.type != "cuda":
+        log("train.amp: mixed precision needs CUDA; training in float32 on CPU")
+    if dev.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(dev)
+    key = checkpoint_key(cfg, method, seed, run.prepared.fingerprint, dev)
+    ckpt_dir = Path(checkpoint_dir) if checkpoint_dir is not None else default_checkpoint_dir(out_dir)
+    parts = (run.dataset, run.fold, method, int(seed))
+    with torch_threads(threads), deterministic(dev):
+        result = fit(setup(cfg, loss_call, run.prepared, parts, dev), quiet=quiet, ckpt_path=ckpt_dir / "last.pt",
+                     key=key)
+        n_threads = torch.get_num_threads()
+    protocol = run.protocol("neural", SEEDING, model=cfg["model"], metrics=cfg["metrics"],
+                            schedule={k: v for k, v in cfg["train"].items() if k not in NOT_PROTOCOL})
+    output = _output(run, result, dev, wall_time_s=result["elapsed_before"] + (time.perf_counter() - started))
+    output.facts["torch_threads"] = n_threads
+    out = write_result(out_dir, run, output, kind="neural", config=cfg, device_requested=device, protocol=protocol)
+    if not cfg["train"]["keep_checkpoint"]:
+        shutil.rmtree(ckpt_dir, ignore_errors=True)
+    return out
+
+
+def _output(run: RunFold, result: dict[str, Any], dev: torch.device, *, wall_time_s: float) -> RunOutput:
+    """Test scores in test-split order (NaN where not scored), frame, curve and run facts."""
+    scores = np.full(run.prepared.splits["test"].labels.shape[0], np.nan, dtype=np.float32)
+    scores[result["test_index"]] = result["test_scores"]
+    cuda = dev.type == "cuda"
+    facts = {
+        "device": dev.type,
+        "device_name": torch.cuda.get_device_name(dev) if cuda else cpu_name(),
+        "data_on_device": result["store"],
+        "wall_time_s": wall_time_s,
+        "peak_memory": {
+            "host_max_rss_bytes": host_peak_rss_bytes(),
+            "cuda_max_allocated_bytes": int(torch.cuda.max_memory_allocated(dev)) if cuda else None,
+            "note": "of the last process segment when the run was resumed",
+        },
+        "result": result["summary"],
+    }
+    return RunOutput(scores, result["test_frame"], result["curve"], facts)

@@ -19,6 +19,7 @@ STAGES: dict[str, tuple[str, ...]] = {
     "bench.data.cli": ("datasets", "fetch", "prepare", "synthetic"),
     "bench.training.cli": ("train", "gbdt"),
     "bench.evaluate": ("evaluate",),
+    "bench.curves": ("loss-curves",),
     "bench.stats": ("stats",),
     "bench.report.cli": ("table", "figure", "compare-table"),
     "bench.frozen": ("freeze", "check-frozen"),

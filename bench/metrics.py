@@ -72,6 +72,8 @@ from scipy.special import gammaln
 
 EMPTY_QUERY_CHOICES = ("one", "zero", "drop")
 TIES_CHOICES = ("stable", "expected")
+# metric kinds where a smaller value is better (ARP, the average relevance position)
+LOWER_IS_BETTER = ("arp",)
 VALID_FORMS = (
     "ndcg@K (K a positive integer or 'max'), mrr, opa, opa_arf, arp, recall@M@K, map, "
     "precision@K"
@@ -120,12 +122,12 @@ def parse_metric(name: str) -> MetricSpec:
 
 
 def higher_is_better(metric: str) -> bool:
-    """Direction of a metric: False only for ``arp`` (average relevance position).
+    """Direction of a metric: False only for the kinds in :data:`LOWER_IS_BETTER` (``arp``).
 
     >>> higher_is_better("ndcg@10"), higher_is_better("arp")
     (True, False)
     """
-    return parse_metric(metric).kind != "arp"
+    return parse_metric(metric).kind not in LOWER_IS_BETTER
 
 
 def conventions_caption(empty_query: str = "one", ties: str = "stable") -> str:

@@ -55,11 +55,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from bench.atomic import atomic_path
 from bench.errors import UsageError
+from bench.results import KEY_COLUMNS, write_frame
 from bench.seeds import derive_seed
 
-KEY_COLUMNS = ("dataset", "fold", "seed", "method", "query")
 RESULT_COLUMNS = (
     "dataset", "metric", "method", "mean", "std_over_seeds", "n_queries", "p_value",
     "p_adjusted", "ci_low", "ci_high", "is_best", "not_worse", "wins", "ties", "losses",
@@ -378,8 +377,7 @@ def _cli_stats(args) -> int:
                              alpha=args.alpha, n_boot=args.n_boot, seed=args.seed)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-    with atomic_path(args.out) as tmp:
-        table.to_parquet(tmp, engine="pyarrow", index=False)
+    write_frame(table, args.out)
     print(f"ltr-bench stats: {len(table)} rows ({table['dataset'].nunique()} datasets, "
           f"{len(metrics)} metrics) -> {args.out}")
     return 0

@@ -42,3 +42,16 @@ rule recall_heatmap:
 rule neuralndcg_curves:
     input:
         lambda w: figure_outputs("neuralndcg_curves"),
+
+
+rule loss_curves:
+    output:
+        LOSS_CURVES,
+    params:
+        args=loss_curves_args(),
+    log:
+        "results/logs/figures/loss_curves.log",
+    conda:
+        "../environment.yml"
+    shell:
+        "ltr-bench loss-curves {params.args} --out {output} > {log} 2>&1"

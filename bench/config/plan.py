@@ -21,6 +21,7 @@ validate_config`) first.
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 from bench.errors import ConfigError
@@ -245,3 +246,251 @@ def study_protocol(config: dict[str, Any], protocol: str, dataset: str) -> dict[
         "evaluation": dict(config["evaluation"]),
         "metrics": list(config["freeze"]["metrics"]),
     }
+
+
+# ----------------------------------------------------------------------------- the workflow's files
+
+PREPARED = "results/prepared/{dataset}/{fold}"
+RUN = "results/runs/{experiment}/{dataset}/{fold}/{method}/seed{seed}"
+RUN_CONFIG = "results/configs/{experiment}/{dataset}/{method}.json"
+EVALUATED = "results/evaluated/{name}/{dataset}/{fold}.parquet"
+STATS = "results/stats/{table}.parquet"
+LOSS_CURVES = "results/figures/neuralndcg_curves.parquet"
+SCALING_CSV = "results/perf/scaling.csv"
+TABLE_FORMATS = ("md", "tex", "html")
+FIGURE_FORMATS = ("png", "pdf")
+
+
+def all_methods(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every method a run can name: the config's methods and the compared new losses."""
+    return {**config["methods"], **compare_methods(config)}
+
+
+def method_names(config: dict[str, Any], *, gbdt: bool) -> list[str]:
+    """The GBDT (``gbdt=True``) or neural methods, sorted (the train/gbdt wildcard constraints)."""
+    return sorted(m for m, spec in all_methods(config).items() if is_gbdt(spec) == gbdt)
+
+
+def dataset_spec(config: dict[str, Any], dataset: str) -> dict[str, Any]:
+    if dataset not in config["datasets"]:
+        raise ConfigError(f"unknown dataset {dataset!r} (config key 'datasets')")
+    return config["datasets"][dataset]
+
+
+def fetched_inputs(config: dict[str, Any], dataset: str) -> list[str]:
+    """The fetch flag a dataset's prepare step waits for (none for synthetic data)."""
+    source = dataset_spec(config, dataset)["source"]
+    return [] if source == "synthetic" else [f"results/fetched/{source}.done"]
+
+
+def prepared_folds(config: dict[str, Any], dataset: str) -> list[str]:
+    return [PREPARED.format(dataset=dataset, fold=f) for f in config["datasets"][dataset]["folds"]]
+
+
+def table_outputs(config: dict[str, Any], table: str) -> list[str]:
+    if table not in enabled_tables(config):
+        raise ConfigError(f"table {table} is not enabled in profile {config['profile']} (config key 'tables.{table}')")
+    return [f"reports/tables/{table}.{fmt}" for fmt in TABLE_FORMATS]
+
+
+def figure_outputs(config: dict[str, Any], figure: str) -> list[str]:
+    if figure not in enabled_figures(config):
+        raise ConfigError(
+            f"figure {figure} is not enabled in profile {config['profile']} (config key 'figures.{figure}')"
+        )
+    return [f"reports/figures/{figure}.{fmt}" for fmt in FIGURE_FORMATS]
+
+
+def report_inputs(config: dict[str, Any]) -> list[str]:
+    """Every enabled table and figure: the inputs of ``all`` and of the HTML report."""
+    tables = [f for t in enabled_tables(config) for f in table_outputs(config, t)]
+    return tables + [f for fig in enabled_figures(config) for f in figure_outputs(config, fig)]
+
+
+def freeze_outputs(config: dict[str, Any]) -> list[str]:
+    if "freeze" not in config:
+        raise ConfigError("no 'freeze' section in the config: nothing to freeze")
+    return [f"results/frozen/{config['profile']}/{ds}/manifest.json" for ds in freeze_datasets(config)]
+
+
+def compare_outputs(config: dict[str, Any]) -> list[str]:
+    if not config.get("compare", {}).get("losses"):
+        raise ConfigError(
+            "config key 'compare.losses' is empty: add the losses to compare, e.g. "
+            "`--configfile config/compare-example.yaml` (see workflows/README-sections.md)"
+        )
+    return [f"reports/compare/{ds}.{fmt}" for ds in compare_datasets(config) for fmt in ("md", "html")]
+
+
+# ----------------------------------------------------------------------------- evaluations
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """What one evaluation target (a table, the recall heatmap, freeze, compare) evaluates."""
+
+    experiment: str
+    methods: list[str]
+    seeds: list[int]
+    folds: list[str]
+    metrics: list[str]
+    list_sizes: list[int]
+
+
+def evaluation(config: dict[str, Any], name: str, dataset: str) -> Evaluation:
+    """The runs (experiment, methods, seeds, folds) and metrics of evaluation ``name`` on ``dataset``."""
+    folds = config["datasets"][dataset]["folds"]
+    if name in TABLES:
+        spec = config["tables"][name]
+        return Evaluation(spec["protocol"], table_methods(config, name), table_seeds(config, name),
+                          table_folds(config, name, dataset), spec["metrics"], spec.get("list_sizes", []))
+    if name == "recall_heatmap":
+        spec = config["figures"][name]
+        seeds = spec.get("seeds") or config["protocols"][spec["protocol"]]["seeds"]
+        metrics = [f"recall@{m}@{k}" for m in spec["m"] for k in spec["k"]]
+        return Evaluation(spec["protocol"], spec["methods"], seeds, [spec["fold"]] if spec.get("fold") else folds[:1],
+                          metrics, [])
+    if name in ("freeze", COMPARE_EXPERIMENT):
+        protocol = config["freeze"]["protocol"]
+        experiment, methods = ((protocol, freeze_methods(config)) if name == "freeze"
+                               else (COMPARE_EXPERIMENT, list(compare_methods(config))))
+        return Evaluation(experiment, methods, config["protocols"][protocol]["seeds"], folds,
+                          config["freeze"]["metrics"], [])
+    raise ConfigError(f"no evaluation named {name!r}")
+
+
+def evaluated_runs(config: dict[str, Any], name: str, dataset: str, fold: str) -> list[dict[str, Any]]:
+    """``{method, seed, dir}`` of every run evaluation ``name`` reads on one fold."""
+    ev = evaluation(config, name, dataset)
+    return [{"method": m, "seed": s, "dir": RUN.format(experiment=ev.experiment, dataset=dataset, fold=fold,
+                                                       method=m, seed=s)}
+            for m in ev.methods for s in ev.seeds]
+
+
+def evaluate_args(config: dict[str, Any], name: str, dataset: str) -> list[str]:
+    """``ltr-bench evaluate``'s metric and convention arguments for evaluation ``name``."""
+    ev, conventions = evaluation(config, name, dataset), config["evaluation"]
+    args = ["--metrics", *ev.metrics, "--empty-query", conventions["empty_query"], "--ties", conventions["ties"]]
+    return args + (["--list-sizes", *map(str, ev.list_sizes)] if ev.list_sizes else [])
+
+
+def evaluated_files(config: dict[str, Any], name: str, datasets: list[str]) -> list[str]:
+    return [EVALUATED.format(name=name, dataset=ds, fold=f) for ds in datasets
+            for f in evaluation(config, name, ds).folds]
+
+
+def stats_args(config: dict[str, Any]) -> list[str]:
+    st = config["stats"]
+    return ["--test", st["test"], "--correction", st["correction"], "--alpha", str(st["alpha"]),
+            "--n-boot", str(st["n_boot"]), "--seed", str(st["seed"])]
+
+
+# ----------------------------------------------------------------------------- tables and figures
+
+
+def method_labels(config: dict[str, Any], names: list[str]) -> list[dict[str, str]]:
+    methods = all_methods(config)
+    return [{"name": m, "label": methods[m].get("label", m)} for m in names]
+
+
+def _stand_ins(config: dict[str, Any], spec: dict[str, Any]) -> dict[str, list[str]]:
+    """Synthetic dataset -> the paper roles it stands in for in a table."""
+    stands: dict[str, list[str]] = {}
+    for role in [] if spec["datasets"] == "all" else spec["datasets"]:
+        name = resolve_role(config, role, spec)
+        if config["datasets"][name]["source"] == "synthetic" and role != name:
+            stands.setdefault(name, []).append(role)
+    return stands
+
+
+def table_spec(config: dict[str, Any], table: str) -> dict[str, Any]:
+    """What ``ltr-bench table`` renders: datasets (with roles), methods, metrics, marks, sources."""
+    spec = config["tables"][table]
+    roles, stands = table_roles(config, table), _stand_ins(config, spec)
+    datasets = [{"name": ds, "label": config["datasets"][ds].get("label", ds), "role": roles.get(ds),
+                 "stands_for": stands.get(ds, [])} for ds in table_datasets(config, table)]
+    return {
+        "name": table,
+        "title": spec.get("title", table),
+        "profile": config["profile"],
+        "layout": "listsize" if table == "listsize_table3" else "methods",
+        "datasets": datasets,
+        "methods": method_labels(config, table_methods(config, table)),
+        "metrics": spec["metrics"],
+        "seeds": table_seeds(config, table),
+        "list_sizes": spec.get("list_sizes", []),
+        "l_train": spec.get("l_train", {}),
+        "stats": config["stats"],
+        "evaluation": config["evaluation"],
+        "paper": spec.get("paper"),
+        "source": TABLE_SOURCES.get(table),
+    }
+
+
+def temperature_runs(config: dict[str, Any]) -> list[list]:
+    """``[[label, [run dir per seed]], ...]`` of the temperature figure, in legend order."""
+    spec = config["figures"]["temperature_figure"]
+    dataset = resolve_role(config, spec["dataset"])
+    fold = spec.get("fold") or config["datasets"][dataset]["folds"][0]
+    seeds = spec.get("seeds") or config["protocols"][spec["protocol"]]["seeds"]
+    return [[config["methods"][m].get("label", m),
+             [RUN.format(experiment=spec["protocol"], dataset=dataset, fold=fold, method=m, seed=s) for s in seeds]]
+            for m in spec["methods"]]
+
+
+def figure_spec(config: dict[str, Any], figure: str) -> dict[str, Any]:
+    """What ``ltr-bench figure`` draws besides its input files."""
+    spec = config["figures"][figure]
+    if figure == "scaling_figure":
+        return {"steps": spec["steps"], "batch_lists": spec["batch_lists"]}
+    if figure == "temperature_figure":
+        return {"runs": temperature_runs(config), "metrics": spec.get("metrics") or ["ndcg@10"]}
+    if figure == "listsize_figure":
+        table = config["tables"][spec["table"]]
+        return {"dataset": table_datasets(config, spec["table"])[0], "l_train": table["l_train"],
+                "list_sizes": table["list_sizes"], "metrics": spec["metrics"]}
+    if figure == "recall_heatmap":
+        labels = {m: all_methods(config)[m].get("label", m) for m in spec["methods"]}
+        return {"methods": spec["methods"], "m": spec["m"], "k": spec["k"], "labels": labels}
+    return {}
+
+
+def figure_inputs(config: dict[str, Any], figure: str) -> list[str]:
+    """The computed tables a figure reads (temperature: the run curves named in its spec)."""
+    figure_outputs(config, figure)  # enabled?
+    spec = config["figures"][figure]
+    if figure == "scaling_figure":
+        return [SCALING_CSV]
+    if figure == "temperature_figure":
+        return [f"{d}/curve.csv" for _, dirs in temperature_runs(config) for d in dirs]
+    if figure == "listsize_figure":
+        return [STATS.format(table=spec["table"])]
+    if figure == "recall_heatmap":
+        return evaluated_files(config, "recall_heatmap", [resolve_role(config, spec["dataset"])])
+    return [LOSS_CURVES]
+
+
+def figure_reads_inputs(figure: str) -> bool:
+    """Whether ``ltr-bench figure`` gets its inputs as ``--input`` (temperature reads its spec)."""
+    return figure != "temperature_figure"
+
+
+def loss_curves_args(config: dict[str, Any]) -> list[str]:
+    spec = config["figures"]["neuralndcg_curves"]
+    return ["--taus", *map(str, spec["taus"]), "--points", str(spec["points"])]
+
+
+def perf_args(config: dict[str, Any]) -> list[str]:
+    """``ltr-bench perf scaling``'s arguments for the scaling figure."""
+    spec = config["figures"]["scaling_figure"]
+    return ["--lengths", ",".join(map(str, spec["sizes"])), "--batch", str(spec["batch_lists"]),
+            "--steps", str(spec["steps"]), "--k", str(spec["k"]), "--n-features", str(spec["n_features"]),
+            "--max-seconds", str(spec["max_seconds"]), "--losses", ",".join(spec["losses"]) or "none"]
+
+
+def compare_spec(config: dict[str, Any], dataset: str) -> dict[str, Any]:
+    """What ``ltr-bench compare-table`` needs: the frozen protocol, metrics, stats, labels."""
+    labels = {m: s.get("label", m) for m, s in all_methods(config).items()}
+    return {"dataset": dataset, "profile": config["profile"], "metrics": config["freeze"]["metrics"],
+            "protocol": study_protocol(config, config["freeze"]["protocol"], dataset),
+            "stats": config["stats"], "labels": labels}

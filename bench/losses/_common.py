@@ -1,4 +1,8 @@
-r"""Shared helpers for every loss: gains, discounts, ideal DCG, masked reductions.
+r"""Shared helpers for every loss: the input validator, gains, discounts, ideal DCG, masked reductions.
+
+Every registered loss validates its inputs with :func:`check_inputs` (one validator, so every
+loss rejects a bad call with the same exception and message; ``tests/losses/test_contract.py``
+checks this for every registered loss) and takes its hyperparameters keyword-only.
 
 Conventions (``losses.md``): gain :math:`g(y) = 2^y - 1`, discount
 :math:`d(j) = 1/\log_2(1 + j)` for 1-based rank :math:`j`, and the batch value is the
@@ -11,6 +15,33 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
+
+
+def check_inputs(scores: Tensor, labels: Tensor, mask: Tensor) -> Tensor:
+    """Validate the common loss signature; return ``labels`` in the scores' dtype and device,
+    with padded entries replaced by 0 (garbage padding labels can never leak).
+
+    Shapes must agree and be ``[B, L]``, ``mask`` must be bool and scores floating point;
+    each violation is a ``ValueError`` (no host synchronisation: only metadata is inspected).
+
+    >>> check_inputs(torch.zeros(2, 3), torch.zeros(2, 4), torch.ones(2, 3, dtype=torch.bool))
+    Traceback (most recent call last):
+    ...
+    ValueError: scores, labels and mask must have the same [B, L] shape, got (2, 3), (2, 4), (2, 3)
+    >>> check_inputs(torch.zeros(1, 2), torch.tensor([[1, 7]]), torch.tensor([[True, False]])).tolist()
+    [[1.0, 0.0]]
+    """
+    if scores.dim() != 2 or scores.shape != labels.shape or scores.shape != mask.shape:
+        raise ValueError(
+            "scores, labels and mask must have the same [B, L] shape, got "
+            f"{tuple(scores.shape)}, {tuple(labels.shape)}, {tuple(mask.shape)}"
+        )
+    if mask.dtype != torch.bool:
+        raise ValueError(f"mask must be a bool tensor, got {mask.dtype}")
+    if not scores.is_floating_point():
+        raise ValueError(f"scores must be floating point, got {scores.dtype}")
+    labels = labels.to(dtype=scores.dtype, device=scores.device)
+    return torch.where(mask, labels, torch.zeros((), dtype=labels.dtype, device=labels.device))
 
 
 def gain(labels: Tensor) -> Tensor:

@@ -38,8 +38,8 @@ import math
 import torch
 from torch import Tensor, nn
 
-from bench.losses._common import masked_mean_over_lists
-from bench.losses.neuralsort import check_loss_inputs, neuralsort, neuralsort_parts
+from bench.losses._common import check_inputs, masked_mean_over_lists
+from bench.losses.neuralsort import neuralsort, neuralsort_parts
 
 
 def _rows_below(limit: Tensor, n_rows: int) -> Tensor:
@@ -49,7 +49,7 @@ def _rows_below(limit: Tensor, n_rows: int) -> Tensor:
 
 def _arf_terms(scores: Tensor, labels: Tensor, mask: Tensor, m: int, k: int, tau: float, tau_label: float,
                with_global: bool):
-    labels = check_loss_inputs(scores, labels, mask)
+    labels = check_inputs(scores, labels, mask)
     if int(m) < 1 or int(k) < 1:
         raise ValueError(f"m and k must be >= 1, got m={m}, k={k}")
     length = scores.shape[-1]
@@ -87,7 +87,7 @@ def _arf_terms(scores: Tensor, labels: Tensor, mask: Tensor, m: int, k: int, tau
     return relax, glob, n >= 2
 
 
-def arf_relax(scores: Tensor, labels: Tensor, mask: Tensor, m: int = 30, k: int = 15, tau: float = 1.0,
+def arf_relax(scores: Tensor, labels: Tensor, mask: Tensor, *, m: int = 30, k: int = 15, tau: float = 1.0,
               tau_label: float = 1e-3) -> Tensor:
     r"""ARF's :math:`L_{relax}` (eq. 11) alone: cross entropy between the label top-k column
     mass and the predicted top-m column distribution. Costs :math:`O((m + k) n)` per list.
@@ -116,7 +116,7 @@ class ARFLoss(nn.Module):
     True
     """
 
-    def __init__(self, m: int = 30, k: int = 15, tau: float = 1.0, tau_label: float = 1e-3, alpha: float = 1.0):
+    def __init__(self, *, m: int = 30, k: int = 15, tau: float = 1.0, tau_label: float = 1e-3, alpha: float = 1.0):
         super().__init__()
         if not tau > 0 or not tau_label > 0:
             raise ValueError(f"tau and tau_label must be > 0, got {tau}, {tau_label}")

@@ -13,10 +13,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from bench.losses._common import gain, masked_mean_over_lists, max_dcg, n_real
+from bench.losses._common import check_inputs, gain, masked_mean_over_lists, max_dcg, n_real
 from bench.losses.pairwise import (
     LN2,
-    check_inputs,
     check_k,
     check_positive,
     logistic_pair_sum,

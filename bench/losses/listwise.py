@@ -10,8 +10,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from bench.losses._common import masked_mean_over_lists, n_real
-from bench.losses.pairwise import check_inputs, check_positive, masked_scores
+from bench.losses._common import check_inputs, masked_mean_over_lists, n_real
+from bench.losses.pairwise import check_positive, masked_scores
 
 
 def masked_log_softmax(x: Tensor, mask: Tensor) -> Tensor:

@@ -29,13 +29,13 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from bench.losses._common import discounts, gain, masked_mean_over_lists, max_dcg
-from bench.losses.neuralsort import check_loss_inputs, neuralsort_logits
+from bench.losses._common import check_inputs, discounts, gain, masked_mean_over_lists, max_dcg
+from bench.losses.neuralsort import neuralsort_logits
 from bench.losses.sinkhorn import sinkhorn_bilinear
 
 
 def _parts(scores: Tensor, labels: Tensor, mask: Tensor, tau: float, k: int | None):
-    labels = check_loss_inputs(scores, labels, mask)
+    labels = check_inputs(scores, labels, mask)
     if k is not None and int(k) < 1:
         raise ValueError(f"k must be >= 1 or None, got {k}")
     length = scores.shape[-1]
@@ -51,7 +51,7 @@ def _parts(scores: Tensor, labels: Tensor, mask: Tensor, tau: float, k: int | No
     return p_hat, row_valid, g, dvec, torch.where(ideal > 0, ideal, torch.ones_like(ideal)), contributes
 
 
-def neuralndcg(scores: Tensor, labels: Tensor, mask: Tensor, tau: float = 1.0, k: int | None = None,
+def neuralndcg(scores: Tensor, labels: Tensor, mask: Tensor, *, tau: float = 1.0, k: int | None = None,
                max_iter: int = 30, tol: float = 1e-6) -> Tensor:
     r"""NeuralNDCG@k loss, :math:`-\sum_{j\le k} [\mathrm{Sinkhorn}(\hat P) g]_j d_j / \mathrm{maxDCG@k}`.
 
@@ -69,7 +69,7 @@ def neuralndcg(scores: Tensor, labels: Tensor, mask: Tensor, tau: float = 1.0, k
     return masked_mean_over_lists(-dcg / ideal, contributes, scores)
 
 
-def neuralndcg_transposed(scores: Tensor, labels: Tensor, mask: Tensor, tau: float = 1.0,
+def neuralndcg_transposed(scores: Tensor, labels: Tensor, mask: Tensor, *, tau: float = 1.0,
                           k: int | None = None, max_iter: int = 30, tol: float = 1e-6) -> Tensor:
     r"""NeuralNDCG-Transposed@k loss, :math:`-\sum_i g_i [\mathrm{Sinkhorn}(\hat P^\top) d]_i / \mathrm{maxDCG@k}`.
 

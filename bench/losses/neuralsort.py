@@ -42,26 +42,6 @@ def _check(scores: Tensor, mask: Tensor) -> None:
         raise ValueError("scores must have at least one dimension (the list axis)")
 
 
-def check_loss_inputs(scores: Tensor, labels: Tensor, mask: Tensor) -> Tensor:
-    """Validate the common loss contract; return ``labels`` in ``scores``' dtype and device,
-    with padded entries replaced by 0 so that garbage padding labels can never leak.
-
-    >>> check_loss_inputs(torch.zeros(1, 2), torch.zeros(1, 3), torch.ones(1, 2, dtype=torch.bool))
-    Traceback (most recent call last):
-    ...
-    ValueError: labels (1, 3) must have the shape of scores (1, 2)
-    """
-    if scores.dim() != 2:
-        raise ValueError(f"scores must be [B, L], got shape {tuple(scores.shape)}")
-    if labels.shape != scores.shape:
-        raise ValueError(f"labels {tuple(labels.shape)} must have the shape of scores {tuple(scores.shape)}")
-    _check(scores, mask)
-    if not scores.is_floating_point():
-        raise TypeError(f"scores must be floating point, got {scores.dtype}")
-    labels = labels.to(dtype=scores.dtype, device=scores.device)
-    return torch.where(mask, labels, torch.zeros((), dtype=labels.dtype, device=labels.device))
-
-
 class _AbsDiffRowSums(torch.autograd.Function):
     """``r_i = sum_{j real} |s_i - s_j|`` for real ``i`` (0 for padding), O(n log n)."""
 

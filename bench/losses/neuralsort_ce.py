@@ -25,8 +25,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from bench.losses._common import masked_mean_over_lists
-from bench.losses.neuralsort import check_loss_inputs, neuralsort_parts
+from bench.losses._common import check_inputs, masked_mean_over_lists
+from bench.losses.neuralsort import neuralsort_parts
 
 
 def sort_target(labels: Tensor, mask: Tensor) -> Tensor:
@@ -60,7 +60,7 @@ def _tie_group_means(labels: Tensor, mask: Tensor, values: Tensor) -> Tensor:
     return total / (hi - lo).clamp(min=1)[:, :, None].to(values.dtype)
 
 
-def neuralsort_ce(scores: Tensor, labels: Tensor, mask: Tensor, tau: float = 1.0) -> Tensor:
+def neuralsort_ce(scores: Tensor, labels: Tensor, mask: Tensor, *, tau: float = 1.0) -> Tensor:
     r"""Mean row-wise cross entropy between the tie-aware true sort matrix and :math:`\hat P(s,\tau)`.
 
     Batch value: mean over lists with >= 2 real items.
@@ -71,7 +71,7 @@ def neuralsort_ce(scores: Tensor, labels: Tensor, mask: Tensor, tau: float = 1.0
     >>> bool(neuralsort_ce(torch.tensor([[1.0, 2.0, 3.0]]), y, m) > 1.0)
     True
     """
-    labels = check_loss_inputs(scores, labels, mask)
+    labels = check_inputs(scores, labels, mask)
     coef, s, bias, row_valid, _ = neuralsort_parts(scores, mask, tau)
     zero = torch.zeros((), dtype=scores.dtype, device=scores.device)
     z = torch.baddbmm(bias[:, None, :], coef[:, :, None], s[:, None, :])

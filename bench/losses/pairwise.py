@@ -38,29 +38,6 @@ def check_positive(value: float, name: str) -> None:
         raise ValueError(f"{name} must be > 0, got {value!r}")
 
 
-def check_inputs(scores: Tensor, labels: Tensor, mask: Tensor) -> Tensor:
-    """Validate the common loss signature; return ``labels`` in the scores' dtype.
-
-    Shapes must agree and be ``[B, L]``, ``mask`` must be bool and scores floating point
-    (no host synchronisation: only metadata is inspected).
-
-    >>> check_inputs(torch.zeros(2, 3), torch.zeros(2, 4), torch.ones(2, 3, dtype=torch.bool))
-    Traceback (most recent call last):
-    ...
-    ValueError: scores, labels and mask must have the same [B, L] shape, got (2, 3), (2, 4), (2, 3)
-    """
-    if scores.dim() != 2 or scores.shape != labels.shape or scores.shape != mask.shape:
-        raise ValueError(
-            "scores, labels and mask must have the same [B, L] shape, got "
-            f"{tuple(scores.shape)}, {tuple(labels.shape)}, {tuple(mask.shape)}"
-        )
-    if mask.dtype != torch.bool:
-        raise ValueError(f"mask must be a bool tensor, got {mask.dtype}")
-    if not scores.is_floating_point():
-        raise ValueError(f"scores must be floating point, got {scores.dtype}")
-    return labels.to(scores.dtype)
-
-
 def masked_scores(scores: Tensor, mask: Tensor) -> Tensor:
     """``scores`` with padded entries replaced by 0 (gradient there is exactly 0).
 

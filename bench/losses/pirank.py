@@ -59,8 +59,8 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-from bench.losses._common import discounts, gain, masked_mean_over_lists, max_dcg
-from bench.losses.neuralsort import check_loss_inputs, neuralsort
+from bench.losses._common import check_inputs, discounts, gain, masked_mean_over_lists, max_dcg
+from bench.losses.neuralsort import neuralsort
 
 
 def _branching(width: int, depth: int, branching: Sequence[int] | None) -> tuple[int, ...]:
@@ -181,7 +181,7 @@ def _combine(relaxed: Tensor, hard: Tensor, straight_through: bool) -> Tensor:
     return hard + (relaxed - relaxed.detach()) if straight_through else relaxed
 
 
-def pirank_ndcg(scores: Tensor, labels: Tensor, mask: Tensor, k: int | None = 10, tau=5.0, depth: int = 1,
+def pirank_ndcg(scores: Tensor, labels: Tensor, mask: Tensor, *, k: int | None = 10, tau=5.0, depth: int = 1,
                 branching: Sequence[int] | None = None, straight_through: bool = True) -> Tensor:
     r"""PiRank-NDCG@k loss :math:`1 - \sum_{j\le k} [\hat P g]_j d_j / \mathrm{maxDCG@k}`.
 
@@ -194,7 +194,7 @@ def pirank_ndcg(scores: Tensor, labels: Tensor, mask: Tensor, k: int | None = 10
     >>> round(v.item(), 4), round(1 - (1 / 1.5849625) / (3 + 1 / 1.5849625), 4)
     (0.8262, 0.8262)
     """
-    labels = check_loss_inputs(scores, labels, mask)
+    labels = check_inputs(scores, labels, mask)
     zero = torch.zeros((), dtype=scores.dtype, device=scores.device)
     g = torch.where(mask, gain(labels), zero)
     top = _relaxed_top(scores, g, mask, k, tau, depth, branching)
@@ -208,7 +208,7 @@ def pirank_ndcg(scores: Tensor, labels: Tensor, mask: Tensor, k: int | None = 10
     return masked_mean_over_lists(_combine(relaxed, hard, straight_through), contributes, scores)
 
 
-def pirank_arp(scores: Tensor, labels: Tensor, mask: Tensor, k: int | None = None, tau=5.0, depth: int = 1,
+def pirank_arp(scores: Tensor, labels: Tensor, mask: Tensor, *, k: int | None = None, tau=5.0, depth: int = 1,
                branching: Sequence[int] | None = None, straight_through: bool = True) -> Tensor:
     r"""PiRank-ARP loss (lower is better); positions beyond ``k`` count as ``k + 1``.
 
@@ -224,7 +224,7 @@ def pirank_arp(scores: Tensor, labels: Tensor, mask: Tensor, k: int | None = Non
     >>> round(pirank_arp(s, y, m, k=1).item(), 4)  # (0*1 + 2*(1 + 2)) / 3
     2.0
     """
-    labels = check_loss_inputs(scores, labels, mask)
+    labels = check_inputs(scores, labels, mask)
     top = _relaxed_top(scores, labels, mask, k, tau, depth, branching)
     kk = top.shape[1]
     pos = torch.arange(1, kk + 1, dtype=scores.dtype, device=scores.device)

@@ -5,9 +5,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from bench.losses._common import masked_mean_over_lists
+from bench.losses._common import check_inputs, masked_mean_over_lists
 from bench.losses.pairwise import (
-    check_inputs,
     check_k,
     check_positive,
     logistic_pair_sum,

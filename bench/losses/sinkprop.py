@@ -31,8 +31,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from bench.losses._common import discounts, gain, masked_mean_over_lists, max_dcg
-from bench.losses.neuralsort import check_loss_inputs
+from bench.losses._common import check_inputs, discounts, gain, masked_mean_over_lists, max_dcg
 from bench.losses.sinkhorn import sinkhorn_bilinear
 
 
@@ -58,7 +57,7 @@ def sinkprop_matrix(scores: Tensor, mask: Tensor, sigma: float = 1.0, eps: float
     return torch.where(mask[:, :, None] & rank_ok[:, None, :], m, zero)
 
 
-def sinkprop(scores: Tensor, labels: Tensor, mask: Tensor, sigma: float = 1.0, n_iter: int = 5,
+def sinkprop(scores: Tensor, labels: Tensor, mask: Tensor, *, sigma: float = 1.0, n_iter: int = 5,
              eps: float = 1e-3, k: int | None = None) -> Tensor:
     r"""SinkProp loss :math:`-\sum_i \sum_{j\le k} D_{ij} g_i d_j / \mathrm{maxDCG@k}`.
 
@@ -72,7 +71,7 @@ def sinkprop(scores: Tensor, labels: Tensor, mask: Tensor, sigma: float = 1.0, n
     >>> round(sinkprop(s, y, m).item(), 4)  # smoothed, default hyperparameters
     -0.9381
     """
-    labels = check_loss_inputs(scores, labels, mask)
+    labels = check_inputs(scores, labels, mask)
     if k is not None and int(k) < 1:
         raise ValueError(f"k must be >= 1 or None, got {k}")
     if int(n_iter) < 0:

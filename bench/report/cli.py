@@ -8,8 +8,8 @@ JSON object (``--spec``) that the workflow builds from the validated config.
 - ``figure NAME --spec JSON --png P --pdf F [--input FILE ...]``: draw one figure
   (:mod:`bench.report.figures`); inputs per figure: ``scaling_figure`` the perf CSV,
   ``listsize_figure`` the listsize statistics parquet, ``recall_heatmap`` the evaluated
-  per-query parquet files, ``temperature_figure`` reads the run directories named in the spec,
-  ``neuralndcg_curves`` needs none.
+  per-query parquet files, ``neuralndcg_curves`` the table of ``ltr-bench loss-curves``,
+  ``temperature_figure`` reads the run directories named in the spec.
 - ``compare-table --frozen DIR --new P.parquet ... --spec JSON --md M --html H``: verify the
   frozen baselines (:func:`bench.frozen.check_frozen`), run the paired tests of
   :func:`bench.stats.significance` on the new losses together with every frozen baseline,
@@ -25,7 +25,9 @@ from typing import Any
 import pandas as pd
 
 from bench.atomic import write_text
+from bench.config.plan import FIGURES
 from bench.errors import UsageError
+from bench.results import KEY_COLUMNS, read_frames, write_frame
 
 
 def _spec(text: str) -> dict[str, Any]:
@@ -75,12 +77,12 @@ def _cli_figure(args) -> int:
     elif name == "recall_heatmap":
         if not inputs:
             raise UsageError("recall_heatmap: give the evaluated per-query parquet files with --input")
-        per_query = pd.concat([pd.read_parquet(p) for p in inputs], ignore_index=True)
+        per_query = read_frames(inputs)
         fig = F.recall_heatmap(F.recall_grid(per_query, spec["methods"], spec["m"], spec["k"]), spec.get("labels"))
     elif name == "neuralndcg_curves":
-        fig = F.neuralndcg_curves(F.neuralndcg_curve_data(spec.get("taus", [0.1, 1.0, 5.0]), spec.get("points", 401)))
+        fig = F.neuralndcg_curves(pd.read_parquet(_one(inputs, name)))
     else:
-        raise UsageError(f"unknown figure {name!r}; known: {', '.join(FIGURE_NAMES)}")
+        raise UsageError(f"unknown figure {name!r}; known: {', '.join(FIGURES)}")
     F.save(fig, args.png, args.pdf)
     return 0
 
@@ -103,7 +105,7 @@ def compare_stats(frozen_dir: str | Path, new: pd.DataFrame, spec: dict[str, Any
     if overlap:
         raise fz.FrozenMismatch(f"new method names clash with frozen baselines: {overlap}")
     metrics = list(spec["metrics"])
-    keep = ["dataset", "fold", "seed", "method", "query", *metrics, *[f"{m}:dropped" for m in metrics]]
+    keep = [*KEY_COLUMNS, *metrics, *[f"{m}:dropped" for m in metrics]]
     for frame, what in ((baselines, f"frozen baselines in {frozen_dir}"), (new, "new per-query results")):
         missing = [c for c in keep if c not in frame.columns]
         if missing:
@@ -120,14 +122,12 @@ def _cli_compare(args) -> int:
     from bench.report.tables import build_table
 
     spec = _spec(args.spec)
-    new = pd.concat([pd.read_parquet(p) for p in args.new], ignore_index=True)
+    new = read_frames(args.new)
     try:
         stats = compare_stats(args.frozen, new, spec, fold_fingerprints(args.prepared))
     except FrozenMismatch as exc:
         raise UsageError(f"refusing to compare: {exc}") from exc
     if args.stats_out:
-        from bench.results import write_frame
-
         write_frame(stats, args.stats_out)
     manifest = read_manifest(args.frozen)
     new_methods = list(dict.fromkeys(new["method"]))
@@ -152,9 +152,6 @@ def _cli_compare(args) -> int:
     return 0
 
 
-FIGURE_NAMES = ("scaling_figure", "temperature_figure", "listsize_figure", "recall_heatmap", "neuralndcg_curves")
-
-
 def register_cli(subparsers) -> None:
     """Add ``ltr-bench table``, ``figure`` and ``compare-table``."""
     t = subparsers.add_parser("table", help="render a statistics table as Markdown, LaTeX and HTML")
@@ -167,7 +164,7 @@ def register_cli(subparsers) -> None:
     t.add_argument("--html")
     t.set_defaults(func=_cli_table)
     f = subparsers.add_parser("figure", help="draw one figure as PNG and PDF")
-    f.add_argument("name", choices=FIGURE_NAMES)
+    f.add_argument("name", choices=FIGURES)
     f.add_argument("--spec", default="{}", help="figure spec as JSON")
     f.add_argument("--input", nargs="*", help="input files (see the module docstring)")
     f.add_argument("--png", required=True)

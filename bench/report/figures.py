@@ -15,7 +15,11 @@ function returning a ``matplotlib.figure.Figure``; :func:`save` writes PNG and P
 - ``recall_heatmap`` (ARF Figs. 2-6): mean Recall@m@k over an (m, k) grid, one heatmap
   per method, values printed in the cells.
 - ``neuralndcg_curves`` (NeuralNDCG Figs. 1-2): NDCG and NeuralNDCG (with and without
-  Sinkhorn scaling, several tau) of the papers' toy lists as one score ``x`` varies.
+  Sinkhorn scaling, several tau) of the papers' toy lists as one score ``x`` varies, from the
+  table :mod:`bench.curves` computes (``ltr-bench loss-curves``).
+
+Every figure is drawn from computed tables only (perf CSV, statistics, per-query frames,
+curves); nothing here trains, evaluates or calls a loss.
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from bench.atomic import atomic_path  # noqa: E402
-from bench.report.tables import dataset_key, metric_label  # noqa: E402
+from bench.report.tables import metric_label  # noqa: E402
+from bench.results import dataset_key  # noqa: E402
 
 SCALING_COLUMNS = ("loss", "variant", "L", "seconds", "peak_mb")
 
@@ -261,66 +266,8 @@ def recall_heatmap(grid: pd.DataFrame, labels: dict[str, str] | None = None):
 
 # ----------------------------------------------------------------------------- NeuralNDCG toy curves
 
-# The papers' toy lists: (labels, scores with the varied score last, x range)
-TOY_FIG1 = ([2.0, 1.0, 0.0, 0.0, 0.0], [4.0, 1.0, 0.0, 0.0], (-2.0, 6.0))
-TOY_FIG2 = ([1.0, 2.0, 3.0, 4.0, 5.0], [1.0, 2.0, 3.0, 4.0], (-1.0, 7.0))
-
-
-def _neuralndcg_values(labels: list[float], scores: np.ndarray, tau: float, sinkhorn: bool) -> np.ndarray:
-    """NeuralNDCG@max of each row of ``scores`` (one call of the registered loss per list)."""
-    import torch
-
-    from bench.losses import get
-
-    loss = get("neuralndcg")
-    y = torch.tensor([labels], dtype=torch.float64)
-    mask = torch.ones_like(y, dtype=torch.bool)
-    kwargs = {"tau": tau, "k": None, "max_iter": 30 if sinkhorn else 0}
-    rows = torch.from_numpy(np.ascontiguousarray(scores, dtype=np.float64))
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # 5-item lists: thread wake-ups would cost 1000x the arithmetic
-    try:
-        with torch.no_grad():
-            out = [-float(loss(row[None, :], y, mask, **kwargs)) for row in rows]
-    finally:
-        torch.set_num_threads(threads)
-    return np.asarray(out)
-
-
-def _ndcg_values(labels: list[float], scores: np.ndarray) -> np.ndarray:
-    from bench.metrics import evaluate
-
-    n, length = scores.shape
-    offsets = np.arange(n + 1, dtype=np.int64) * length
-    frame = evaluate(scores.ravel().astype(np.float64), np.tile(np.asarray(labels, dtype=np.float64), n), offsets,
-                     ["ndcg@max"])
-    return frame["ndcg@max"].to_numpy()
-
-
-def neuralndcg_curve_data(taus: list[float], points: int = 401) -> pd.DataFrame:
-    """Columns panel, x, curve, value: NDCG and NeuralNDCG of the toy lists as ``x`` varies.
-
-    Panel ``fig1`` is NeuralNDCG Fig. 1 (tau = 1, with and without Sinkhorn scaling),
-    panel ``fig2`` is Fig. 2 (every tau in ``taus``, with Sinkhorn scaling).
-    """
-    rows = []
-    for panel, (labels, fixed, (lo, hi)), variants in (
-        ("fig1", TOY_FIG1, [(1.0, True), (1.0, False)]),
-        ("fig2", TOY_FIG2, [(t, True) for t in taus]),
-    ):
-        xs = np.linspace(lo, hi, points)
-        scores = np.column_stack([np.tile(fixed, (points, 1)), xs])
-        rows.append(pd.DataFrame({"panel": panel, "x": xs, "curve": "NDCG", "value": _ndcg_values(labels, scores)}))
-        for tau, sink in variants:
-            name = f"NeuralNDCG tau={tau:g}" + ("" if sink else " (no Sinkhorn)")
-            if panel == "fig1":
-                name = "NeuralNDCG" + (" with Sinkhorn" if sink else " without Sinkhorn") + f" (tau={tau:g})"
-            vals = _neuralndcg_values(labels, scores, tau, sink)
-            rows.append(pd.DataFrame({"panel": panel, "x": xs, "curve": name, "value": vals}))
-    return pd.concat(rows, ignore_index=True)
-
-
 def neuralndcg_curves(data: pd.DataFrame):
+    """Two panels (Figs. 1 and 2) from :func:`bench.curves.neuralndcg_curve_data`'s table."""
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
     titles = {"fig1": "y = [2, 1, 0, 0, 0], s = [4, 1, 0, 0, x]  (NeuralNDCG Fig. 1)",
               "fig2": "y = [1, 2, 3, 4, 5], s = [1, 2, 3, 4, x]  (NeuralNDCG Fig. 2)"}

@@ -22,7 +22,8 @@ The table is first built as a small format-free model (:class:`Table` of :class:
 
 Layouts: ``methods`` (one block per dataset, methods x metrics, as in PiRank Table 1) and
 ``listsize`` (one block per metric, L_test x L_train, as in PiRank Table 3; the statistics
-rows of L_test = L are those whose dataset is ``<dataset>@Ltest=<L>``).
+rows of L_test = L are those whose dataset is ``<dataset>@Ltest=<L>``,
+:func:`bench.results.dataset_key`).
 
 >>> import pandas as pd
 >>> stats = pd.DataFrame({"dataset": ["d", "d"], "metric": ["mrr", "mrr"], "method": ["a", "b"],
@@ -43,24 +44,14 @@ from typing import Any
 
 import pandas as pd
 
-from bench.metrics import conventions_caption
-
-LOWER_IS_BETTER = ("arp",)
+from bench.metrics import conventions_caption, higher_is_better
+from bench.results import dataset_key
 TEST_NAMES = {
     "t": "one-sided paired t-test",
     "wilcoxon": "one-sided Wilcoxon signed-rank test",
     "permutation": "one-sided paired permutation test",
 }
 STATS_COLUMNS = ("dataset", "metric", "method", "mean", "std_over_seeds", "n_queries", "is_best", "not_worse")
-
-
-def dataset_key(dataset: str, l_test: int | None) -> str:
-    """The stats ``dataset`` value of a test-list-size variant.
-
-    >>> dataset_key("mslr-web30k", 40), dataset_key("mslr-web30k", None)
-    ('mslr-web30k@Ltest=40', 'mslr-web30k')
-    """
-    return dataset if not l_test else f"{dataset}@Ltest={int(l_test)}"
 
 
 def metric_label(metric: str) -> str:
@@ -79,7 +70,7 @@ def metric_label(metric: str) -> str:
 
 def decimals(metric: str) -> int:
     """Printed digits: ARP is a rank position (3 decimals), the rest are fractions (4)."""
-    return 3 if metric.split("@")[0] in LOWER_IS_BETTER else 4
+    return 4 if higher_is_better(metric) else 3
 
 
 @dataclass

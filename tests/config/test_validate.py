@@ -1,4 +1,4 @@
-"""Study configuration: schema defaults, errors that name the key, profile layering."""
+"""bench.config.validate: schema defaults, errors that name the key, profile layering."""
 
 from __future__ import annotations
 
@@ -40,14 +40,6 @@ def test_profiles_validate_and_defaults_are_filled():
     assert "syn-web" not in plan.table_datasets(paper, "unified_table")
     example = cv.load_config(ROOT / "config" / "compare-example.yaml")
     assert list(plan.compare_methods(example)) == ["squared_hinge"]
-
-
-def test_roles_map_every_table_to_synthetic_stand_ins_in_default():
-    cfg = cv.load_config()
-    for table in plan.TABLES:
-        for ds in plan.table_datasets(cfg, table):
-            assert cfg["datasets"][ds]["source"] == "synthetic", (table, ds)
-        assert plan.table_roles(cfg, table) == {}  # no paper column for stand-ins
 
 
 def test_paper_profile_sets_every_budget_key_it_inherits(default_raw):
@@ -131,37 +123,3 @@ def test_schema_train_and_model_keys_match_the_trainer():
     assert cv.MODEL_KEYS["mlp"] == set(MLP_DEFAULTS)
     assert cv.MODEL_KEYS["context_aware"] == set(CONTEXT_AWARE_DEFAULTS)
     assert set(schema["$defs"]["model"]["properties"]) == set(MLP_DEFAULTS) | set(CONTEXT_AWARE_DEFAULTS)
-
-
-@pytest.mark.parametrize("profile", ["default.yaml", "paper.yaml"])
-def test_every_run_config_is_accepted_by_the_trainers(profile):
-    """Each (protocol, dataset, method) the tables train resolves in bench.training."""
-    from bench.training.config import resolve_run_config
-    from bench.training.gbdt import resolve_gbdt_config
-
-    files = [] if profile == "default.yaml" else [ROOT / "config" / profile]
-    cfg = cv.load_config(*files, overrides={"compare": {"losses": ["examples.my_loss:pairwise_squared_hinge"]}})
-    seen = 0
-    for table in plan.enabled_tables(cfg):
-        protocol = cfg["tables"][table]["protocol"]
-        for ds in plan.table_datasets(cfg, table):
-            for method in plan.table_methods(cfg, table):
-                run_cfg = plan.run_config(cfg, protocol, ds, method)
-                if plan.is_gbdt(cfg["methods"][method]):
-                    resolve_gbdt_config(run_cfg, method)
-                else:
-                    resolve_run_config(run_cfg, method)
-                seen += 1
-    for ds in plan.compare_datasets(cfg):
-        resolve_run_config(plan.run_config(cfg, plan.COMPARE_EXPERIMENT, ds, "examples.my_loss.pairwise_squared_hinge"),
-                           "examples.my_loss.pairwise_squared_hinge")
-    assert seen > 50
-
-
-def test_study_protocol_excludes_methods_and_includes_what_must_match():
-    cfg = cv.load_config()
-    proto = plan.study_protocol(cfg, "unified", "syn-web")
-    assert set(proto) == {"dataset", "model", "train", "seeds", "evaluation", "metrics"}
-    assert proto["dataset"]["options"]["n_queries"] == cfg["datasets"]["syn-web"]["options"]["n_queries"]
-    other = cv.load_config(overrides={"methods": {"ranknet": {"params": {"sigma": 2.0}}}})
-    assert plan.study_protocol(other, "unified", "syn-web") == proto

@@ -1,5 +1,9 @@
 """The common contract (losses.md, "Tests every loss must pass"), for EVERY registered loss.
 
+Besides the numerical contract: every hyperparameter is keyword-only, every loss validates
+its inputs through the one validator :func:`bench.losses._common.check_inputs`, and so
+every loss rejects the same bad call with the same exception and message.
+
 Parametrized over ``bench.losses.names()``: a registered loss whose module is missing or
 broken fails here (``get`` raises), it is never skipped. Loss-specific oracles and limits
 live next to each loss's own tests. Sizes are small on purpose (17 losses x 6 families).
@@ -10,11 +14,14 @@ uses torch's defaults (atol 1e-5, rtol 1e-3) at eps 1e-6 in float64.
 
 from __future__ import annotations
 
+import importlib
+import inspect
+
 import numpy as np
 import pytest
 import torch
 
-from bench.losses import get, info, names
+from bench.losses import _common, get, info, names
 
 F64 = torch.float64
 
@@ -162,3 +169,69 @@ def test_ideal_ordering_beats_reversed_ordering(name):
     good = call(name, loss, ideal, y, m).item()
     bad = call(name, loss, -ideal, y, m).item()
     assert good < bad
+
+
+# ----------------------------------------------------------------------------- signature and validation
+
+LOSS_ARGS = ["scores", "labels", "mask"]
+
+
+def _target(name: str):
+    module_name, _, attr = info(name).target.partition(":")
+    module = importlib.import_module(module_name)
+    obj = module
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return module, obj
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_hyperparameters_are_keyword_only(name):
+    _, obj = _target(name)
+    if inspect.isclass(obj):  # an nn.Module loss: hyperparameters in __init__, tensors in forward
+        hyper = list(inspect.signature(obj.__init__).parameters.values())[1:]
+        call_params = list(inspect.signature(obj.forward).parameters.values())[1:]
+    else:
+        params = list(inspect.signature(obj).parameters.values())
+        call_params, hyper = params[:3], params[3:]
+    assert [p.name for p in call_params][:3] == LOSS_ARGS
+    assert all(p.kind is p.POSITIONAL_OR_KEYWORD for p in call_params[:3])
+    positional = [p.name for p in [*hyper, *call_params[3:]] if p.kind is not p.KEYWORD_ONLY]
+    assert positional == [], f"{name}: hyperparameters {positional} can be passed positionally"
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_inputs_go_through_the_one_validator(name, monkeypatch):
+    module, _ = _target(name)
+    assert module.check_inputs is _common.check_inputs  # no loss module has a validator of its own
+    seen = []
+
+    def spy(scores, labels, mask):
+        seen.append((scores.shape, mask.dtype))
+        return _common.check_inputs(scores, labels, mask)
+
+    monkeypatch.setattr(module, "check_inputs", spy)
+    s, y, m = lists([4, 3], 4, seed=9, distinct_labels=info(name).stochastic)
+    call(name, make(name), s, y, m)
+    assert seen and seen[0] == (s.shape, torch.bool)
+
+
+def _bad_calls():
+    s, y, m = lists([3, 3], 3, seed=10)
+    return {
+        "shape": (s, y[:, :2], m),
+        "one dimension": (s[0], y[0], m[0]),
+        "mask dtype": (s, y, m.to(F64)),
+        "integer scores": (s.long(), y, m),
+    }
+
+
+@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("case", list(_bad_calls()))
+def test_every_loss_rejects_a_bad_call_with_the_same_error(name, case):
+    args = _bad_calls()[case]
+    with pytest.raises(ValueError) as expected:
+        _common.check_inputs(*args)
+    with pytest.raises(type(expected.value)) as got:
+        call(name, make(name), *args)
+    assert str(got.value) == str(expected.value)

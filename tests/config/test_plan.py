@@ -1,0 +1,137 @@
+"""bench.config.plan: every planning decision the workflow makes, on the real profiles.
+
+``workflows/common.smk`` only maps wildcards to these functions, so what the workflow plans
+is what these tests see.
+"""
+
+from __future__ import annotations
+
+import pytest
+from helpers import ROOT
+
+from bench.config import plan
+from bench.config import validate as cv
+from bench.errors import ConfigError
+
+
+@pytest.fixture(scope="module")
+def cfg() -> dict:
+    return cv.load_config()
+
+
+def test_roles_map_every_table_to_synthetic_stand_ins_in_default():
+    cfg = cv.load_config()
+    for table in plan.TABLES:
+        for ds in plan.table_datasets(cfg, table):
+            assert cfg["datasets"][ds]["source"] == "synthetic", (table, ds)
+        assert plan.table_roles(cfg, table) == {}  # no paper column for stand-ins
+
+
+@pytest.mark.parametrize("profile", ["default.yaml", "paper.yaml"])
+def test_every_run_config_is_accepted_by_the_trainers(profile):
+    """Each (protocol, dataset, method) the tables train resolves in bench.training."""
+    from bench.training.config import resolve_run_config
+    from bench.training.gbdt import resolve_gbdt_config
+
+    files = [] if profile == "default.yaml" else [ROOT / "config" / profile]
+    cfg = cv.load_config(*files, overrides={"compare": {"losses": ["examples.my_loss:pairwise_squared_hinge"]}})
+    seen = 0
+    for table in plan.enabled_tables(cfg):
+        protocol = cfg["tables"][table]["protocol"]
+        for ds in plan.table_datasets(cfg, table):
+            for method in plan.table_methods(cfg, table):
+                run_cfg = plan.run_config(cfg, protocol, ds, method)
+                if plan.is_gbdt(cfg["methods"][method]):
+                    resolve_gbdt_config(run_cfg, method)
+                else:
+                    resolve_run_config(run_cfg, method)
+                seen += 1
+    for ds in plan.compare_datasets(cfg):
+        resolve_run_config(plan.run_config(cfg, plan.COMPARE_EXPERIMENT, ds, "examples.my_loss.pairwise_squared_hinge"),
+                           "examples.my_loss.pairwise_squared_hinge")
+    assert seen > 50
+
+
+def test_study_protocol_excludes_methods_and_includes_what_must_match():
+    cfg = cv.load_config()
+    proto = plan.study_protocol(cfg, "unified", "syn-web")
+    assert set(proto) == {"dataset", "model", "train", "seeds", "evaluation", "metrics"}
+    assert proto["dataset"]["options"]["n_queries"] == cfg["datasets"]["syn-web"]["options"]["n_queries"]
+    other = cv.load_config(overrides={"methods": {"ranknet": {"params": {"sigma": 2.0}}}})
+    assert plan.study_protocol(other, "unified", "syn-web") == proto
+
+
+def test_the_tables_evaluation_names_its_runs_metrics_and_list_sizes(cfg):
+    ev = plan.evaluation(cfg, "pirank_table1", "syn-web")
+    assert ev.experiment == "pirank" and ev.seeds == [0, 1] and ev.folds == ["Fold1"] and ev.list_sizes == []
+    assert ev.methods == plan.table_methods(cfg, "pirank_table1") and ev.metrics == cfg["tables"]["pirank_table1"]["metrics"]
+    runs = plan.evaluated_runs(cfg, "pirank_table1", "syn-web", "Fold1")
+    assert len(runs) == len(ev.methods) * len(ev.seeds)
+    assert runs[0] == {"method": ev.methods[0], "seed": 0, "dir": f"results/runs/pirank/syn-web/Fold1/{ev.methods[0]}/seed0"}
+    args = plan.evaluate_args(cfg, "listsize_table3", "syn-web")
+    assert args[0] == "--metrics" and args[args.index("--list-sizes") + 1:] == ["10", "20", "40"]
+    assert args[args.index("--empty-query") + 1] == cfg["evaluation"]["empty_query"]
+    assert plan.evaluated_files(cfg, "pirank_table1", ["syn-web"]) == ["results/evaluated/pirank_table1/syn-web/Fold1.parquet"]
+
+
+def test_recall_freeze_and_compare_evaluations(cfg):
+    recall = plan.evaluation(cfg, "recall_heatmap", "syn-web")
+    spec = cfg["figures"]["recall_heatmap"]
+    assert recall.metrics == [f"recall@{m}@{k}" for m in spec["m"] for k in spec["k"]] and len(recall.folds) == 1
+    freeze = plan.evaluation(cfg, "freeze", "syn-web")
+    assert freeze.experiment == cfg["freeze"]["protocol"] and freeze.metrics == cfg["freeze"]["metrics"]
+    example = cv.load_config(ROOT / "config" / "compare-example.yaml")
+    compare = plan.evaluation(example, plan.COMPARE_EXPERIMENT, "syn-web")
+    assert compare.experiment == "compare" and compare.methods == ["squared_hinge"] and compare.seeds == freeze.seeds
+    with pytest.raises(ConfigError, match="no evaluation named 'nope'"):
+        plan.evaluation(cfg, "nope", "syn-web")
+
+
+def test_targets_list_every_enabled_table_and_figure_and_refuse_disabled_ones(cfg):
+    outputs = plan.report_inputs(cfg)
+    assert len(outputs) == 3 * len(plan.TABLES) + 2 * len(plan.FIGURES)
+    assert plan.table_outputs(cfg, "unified_table") == [f"reports/tables/unified_table.{f}" for f in ("md", "tex", "html")]
+    off = cv.load_config(overrides={"tables": {"arf_table2": {"enabled": False}}})
+    with pytest.raises(ConfigError, match="table arf_table2 is not enabled in profile default"):
+        plan.table_outputs(off, "arf_table2")
+    with pytest.raises(ConfigError, match="compare.losses' is empty"):
+        plan.compare_outputs(cfg)
+    assert plan.freeze_outputs(cfg) == ["results/frozen/default/syn-web/manifest.json"]
+
+
+def test_method_names_split_gbdt_from_neural_runs(cfg):
+    gbdt, neural = plan.method_names(cfg, gbdt=True), plan.method_names(cfg, gbdt=False)
+    assert gbdt and neural and not set(gbdt) & set(neural)
+    assert set(gbdt) | set(neural) == set(cfg["methods"]) and gbdt == sorted(gbdt)
+    assert all("gbdt" in cfg["methods"][m] for m in gbdt)
+
+
+def test_table_spec_names_stand_ins_layout_and_sources(cfg):
+    spec = plan.table_spec(cfg, "pirank_table1")
+    assert spec["datasets"] == [{"name": "syn-web", "label": "syn-web", "role": None,
+                                 "stands_for": ["mslr-web30k", "yahoo-set1"]}]
+    assert spec["layout"] == "methods" and spec["source"] == plan.TABLE_SOURCES["pirank_table1"]
+    assert [m["name"] for m in spec["methods"]] == plan.table_methods(cfg, "pirank_table1")
+    assert plan.table_spec(cfg, "listsize_table3")["layout"] == "listsize"
+
+
+def test_figures_read_computed_tables(cfg):
+    assert plan.figure_inputs(cfg, "scaling_figure") == [plan.SCALING_CSV]
+    assert plan.figure_inputs(cfg, "listsize_figure") == ["results/stats/listsize_table3.parquet"]
+    assert plan.figure_inputs(cfg, "recall_heatmap") == ["results/evaluated/recall_heatmap/syn-web/Fold1.parquet"]
+    assert plan.figure_inputs(cfg, "neuralndcg_curves") == [plan.LOSS_CURVES]
+    runs = plan.figure_spec(cfg, "temperature_figure")["runs"]
+    assert plan.figure_inputs(cfg, "temperature_figure") == [f"{d}/curve.csv" for _, dirs in runs for d in dirs]
+    assert not plan.figure_reads_inputs("temperature_figure") and plan.figure_reads_inputs("neuralndcg_curves")
+    curves = cfg["figures"]["neuralndcg_curves"]
+    assert plan.loss_curves_args(cfg) == ["--taus", *map(str, curves["taus"]), "--points", str(curves["points"])]
+
+
+def test_command_arguments_for_stats_and_the_scaling_benchmark(cfg):
+    st = cfg["stats"]
+    assert " ".join(plan.stats_args(cfg)) == (f"--test {st['test']} --correction {st['correction']} --alpha {st['alpha']} "
+                                               f"--n-boot {st['n_boot']} --seed {st['seed']}")
+    args = plan.perf_args(cfg)
+    spec = cfg["figures"]["scaling_figure"]
+    assert args[args.index("--lengths") + 1] == ",".join(map(str, spec["sizes"]))
+    assert args[args.index("--losses") + 1] == ",".join(spec["losses"])

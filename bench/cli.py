@@ -4,6 +4,10 @@ Each stage module owns its sub-commands through a ``register_cli(subparsers)`` f
 that adds parsers and sets ``func`` on them; this file only lists the modules, so adding a
 stage never touches another stage's code. Modules are imported lazily: ``ltr-bench fetch``
 does not pay for importing torch.
+
+This is the only module that knows about exit codes: an error the user can fix is a
+:class:`bench.errors.BenchError` anywhere below, printed here as one line
+(``ltr-bench <command>: error: <message>``) with exit status 2.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Parse throughput: ``bench.data.read_svmlight`` vs ``sklearn.datasets.load_svmlight_file``.
 
 A thin wrapper around ``ltr-bench perf parse`` (the one implementation lives in
-:mod:`bench.perf_data`): generates an MSLR-format file, parses it with both readers, times
+:mod:`bench.perf.data`): generates an MSLR-format file, parses it with both readers, times
 the prepared-cache reload, prints the table and writes it to ``--out``.
 
 Run: ``python benchmarks/bench_parse.py [--mb 200] [--keep DIR] [--out reports/perf/parse.md]``.

@@ -1,7 +1,7 @@
 """Training throughput on ``mslr-like`` synthetic data: neural losses and GBDT baselines.
 
 A thin wrapper around ``ltr-bench perf train`` (the one implementation lives in
-:mod:`bench.perf_train`): queries/s, ms/step, the loss alone, the data pipeline's share of
+:mod:`bench.perf.train`): queries/s, ms/step, the loss alone, the data pipeline's share of
 the step, and LightGBM / XGBoost training time on the same split.
 
 Run: ``python benchmarks/bench_train.py [--queries 2000] [--steps 30] [--trees 50] [--threads N]

@@ -22,6 +22,7 @@ STAGES: dict[str, tuple[str, ...]] = {
     "bench.report.cli": ("table", "figure", "compare-table"),
     "bench.frozen": ("freeze", "check-frozen"),
     "bench.perf": ("perf",),
+    "bench.jobserver": ("job-server",),
 }
 
 
@@ -50,8 +51,23 @@ def _build_parser(wanted: str | None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``ltr-bench`` console script."""
+    """Entry point of the ``ltr-bench`` console script.
+
+    Inside a local workflow run the command is handed to the warm job server
+    (:mod:`bench.jobserver`) when one is reachable; otherwise it runs here.
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] != ["job-server"]:
+        from bench.jobserver import run_in_server
+
+        status = run_in_server(argv)
+        if status is not None:
+            return status
+    return run_command(argv)
+
+
+def run_command(argv: list[str]) -> int:
+    """Parse ``argv`` and run the sub-command in this process; its exit status."""
     wanted = argv[0] if argv and not argv[0].startswith("-") else None
     known = {c for cmds in STAGES.values() for c in cmds}
     parser = _build_parser(wanted if wanted in known else None)

@@ -9,7 +9,6 @@ from pathlib import Path
 from snakemake.utils import min_version
 
 from bench import config as bc
-from bench.atomic import write_text
 
 min_version("8.0")
 

@@ -26,6 +26,11 @@ Lifetimes and failures:
 - ``LTR_BENCH_JOB_SERVER=off`` in the environment disables it for a run; cluster executors
   never start one (the socket is local to the submit host).
 
+What a fresh process would decide at import time, the child decides per job: torch's thread
+count follows the job's ``OMP_NUM_THREADS`` (the server imports torch with it unset), and a
+client whose ``bench`` package is another copy than the server's (``PYTHONPATH`` pointing at
+another checkout) is told to run the command itself.
+
 Caveat: Snakemake's ``benchmark:`` files time the client, so their wall-clock seconds are the
 job's but their CPU and RSS columns are the client's; ``run.json`` records the job's own peak
 memory and wall time. The fork happens before any thread pool, CUDA context or OpenMP team is
@@ -58,6 +63,7 @@ PRELOAD = (
 _HEADER = struct.Struct("!Q")  # request length
 _STATUS = struct.Struct("!i")  # exit status
 _N_FDS = 3  # stdin, stdout, stderr
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")  # read by torch at import time
 NOT_SERVED = -1  # reply: "run it yourself" (the client would import another copy of bench)
 
 
@@ -139,11 +145,14 @@ def serve(path: str | os.PathLike, preload: tuple[str, ...] = PRELOAD, log=print
     stopping: list[int] = []
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, frame: stopping.append(signum))
+    for var in THREAD_VARS:  # imported with none set: a job's own value is applied per job
+        os.environ.pop(var, None)
     for name in preload:
         try:
             importlib.import_module(name)
         except ImportError as exc:  # an optional dependency: its jobs import it themselves
             log(f"job server: not preloading {name} ({exc})")
+    default_threads = _torch_threads()
     sys.stdout.flush()
     sys.stderr.flush()
     log(f"job server: ready on {path} (pid {os.getpid()})")
@@ -157,7 +166,7 @@ def serve(path: str | os.PathLike, preload: tuple[str, ...] = PRELOAD, log=print
                 continue
             for item in ready:
                 if item is listener:
-                    _accept(listener, jobs, log)
+                    _accept(listener, jobs, default_threads, log)
                 elif isinstance(item, int):
                     _finish(item, jobs)
                 else:  # a client socket readable = its client is gone: stop the job
@@ -176,7 +185,7 @@ def serve(path: str | os.PathLike, preload: tuple[str, ...] = PRELOAD, log=print
         log("job server: stopped")
 
 
-def _accept(listener: socket.socket, jobs: dict, log) -> None:
+def _accept(listener: socket.socket, jobs: dict, default_threads: int | None, log) -> None:
     conn, _ = listener.accept()
     try:
         request, fds = _recv_request(conn)
@@ -186,6 +195,8 @@ def _accept(listener: socket.socket, jobs: dict, log) -> None:
         return
     if request.get("bench") != _bench_dir():
         # e.g. PYTHONPATH puts another checkout first: a fresh process would run that code
+        log(f"job server: not served (the client imports bench from {request.get('bench')}): "
+            f"ltr-bench {' '.join(request['argv'])}")
         for fd in fds:
             os.close(fd)
         with contextlib.suppress(OSError):
@@ -199,7 +210,8 @@ def _accept(listener: socket.socket, jobs: dict, log) -> None:
             other.close()
         for pidfd in jobs:
             os.close(pidfd)
-        _run_job(conn, request, fds)
+        _run_job(conn, request, fds, default_threads)
+    log(f"job server: pid {pid}: ltr-bench {' '.join(request['argv'])}")
     for fd in fds:
         os.close(fd)
     jobs[os.pidfd_open(pid)] = (conn, pid)
@@ -234,7 +246,26 @@ def _finish(pidfd: int, jobs: dict) -> None:
     conn.close()
 
 
-def _run_job(conn: socket.socket, request: dict, fds: list[int]) -> None:
+def _torch_threads() -> int | None:
+    torch = sys.modules.get("torch")
+    return torch.get_num_threads() if torch is not None else None
+
+
+def _apply_thread_env(default_threads: int | None) -> None:
+    """Give torch the thread count a fresh process would take from OMP_NUM_THREADS.
+
+    torch reads ``OMP_NUM_THREADS`` (else the machine's default) when it is imported, which
+    in the server happened once, with the variable unset. Jobs set it (e.g. the scaling
+    benchmark's ``OMP_NUM_THREADS=1``), so the child applies its own value.
+    """
+    torch = sys.modules.get("torch")
+    if torch is None or default_threads is None:
+        return
+    value = os.environ.get("OMP_NUM_THREADS", "")
+    torch.set_num_threads(int(value) if value.isdigit() and int(value) > 0 else default_threads)
+
+
+def _run_job(conn: socket.socket, request: dict, fds: list[int], default_threads: int | None) -> None:
     """In the forked child: become the client's process, run the command, exit."""
     code = 1
     try:
@@ -250,6 +281,7 @@ def _run_job(conn: socket.socket, request: dict, fds: list[int]) -> None:
         os.environ.clear()
         os.environ.update(env)
         sys.path[:] = request["path"]
+        _apply_thread_env(default_threads)
         importlib.invalidate_caches()
         sys.stdin = open(0, closefd=False)  # noqa: SIM115 -- the process's own descriptors
         sys.stdout = open(1, "w", buffering=1 if os.isatty(1) else -1, closefd=False)  # noqa: SIM115

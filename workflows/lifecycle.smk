@@ -79,8 +79,10 @@ def stop_job_server():
 
 
 onstart:
-    record_run(RUN_RECORD)
-    start_job_server()
+    # only the run the user started: not a cluster job's or a group job's own Snakemake
+    if workflow.is_main_process:
+        record_run(RUN_RECORD)
+        start_job_server()
 
 
 onsuccess:

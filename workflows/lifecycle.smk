@@ -87,9 +87,11 @@ onstart:
 
 onsuccess:
     stop_job_server()
-    forget_run(RUN_RECORD)
+    if workflow.is_main_process:
+        forget_run(RUN_RECORD)
 
 
 onerror:
     stop_job_server()
-    forget_run(RUN_RECORD)
+    if workflow.is_main_process:
+        forget_run(RUN_RECORD)

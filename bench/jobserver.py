@@ -103,10 +103,12 @@ def run_in_server(argv: list[str]) -> int | None:
 
 
 def _bench_dir() -> str:
-    """Where this process's ``bench`` package lives (a client must run the server's code)."""
-    import bench
+    """Where this process's ``bench`` code lives (a client must run the server's code).
 
-    return os.path.dirname(os.path.abspath(bench.__file__))
+    The folder of this very module: ``bench`` itself may be a namespace package (no
+    ``__file__``) when a workflow copy without code is first on ``PYTHONPATH``.
+    """
+    return os.path.dirname(os.path.abspath(__file__))
 
 
 def _current_umask() -> int:

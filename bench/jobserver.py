@@ -13,7 +13,9 @@ working directory, environment, ``sys.path``, umask and its stdin/stdout/stderr 
 descriptors themselves, ``SCM_RIGHTS``), then waits for the exit status. The server forks one
 child per job from its pristine, never-used imported state; the child takes on the client's
 directory, environment, descriptors and umask and runs :func:`bench.cli.run_command` -- the
-same code path as a fresh process, so a job writes the same bytes either way (tested).
+same code path as a fresh process, so a job writes the same bytes either way (tested). This
+module sits below the CLI: ``bench.cli`` wires it (``ltr-bench job-server``) and passes
+``run_command`` in.
 
 Lifetimes and failures:
 
@@ -50,6 +52,7 @@ import socket
 import struct
 import sys
 from pathlib import Path
+from typing import Callable
 
 ENV_VAR = "LTR_BENCH_JOB_SERVER"
 DISABLED = "off"
@@ -130,8 +133,12 @@ def _recv_exactly(sock: socket.socket, n: int) -> bytes | None:
 # ---------------------------------------------------------------------------------- server
 
 
-def serve(path: str | os.PathLike, preload: tuple[str, ...] = PRELOAD, log=print) -> None:
+def serve(path: str | os.PathLike, run: Callable[[list[str]], int], preload: tuple[str, ...] = PRELOAD,
+          log: Callable[[str], None] = print) -> None:
     """Listen on ``path`` and run each request in a forked child until told to stop.
+
+    ``run(argv) -> exit status`` runs one command in the child (``bench.cli.run_command``;
+    passed in so that this module, below the CLI, never imports it).
 
     The socket is bound before the imports, so clients that connect early queue in the
     backlog and are served once the imports are done. Returns (and removes the socket) on
@@ -168,7 +175,7 @@ def serve(path: str | os.PathLike, preload: tuple[str, ...] = PRELOAD, log=print
                 continue
             for item in ready:
                 if item is listener:
-                    _accept(listener, jobs, default_threads, log)
+                    _accept(listener, jobs, run, default_threads, log)
                 elif isinstance(item, int):
                     _finish(item, jobs)
                 else:  # a client socket readable = its client is gone: stop the job
@@ -187,7 +194,7 @@ def serve(path: str | os.PathLike, preload: tuple[str, ...] = PRELOAD, log=print
         log("job server: stopped")
 
 
-def _accept(listener: socket.socket, jobs: dict, default_threads: int | None, log) -> None:
+def _accept(listener: socket.socket, jobs: dict, run, default_threads: int | None, log) -> None:
     conn, _ = listener.accept()
     try:
         request, fds = _recv_request(conn)
@@ -212,7 +219,7 @@ def _accept(listener: socket.socket, jobs: dict, default_threads: int | None, lo
             other.close()
         for pidfd in jobs:
             os.close(pidfd)
-        _run_job(conn, request, fds, default_threads)
+        _run_job(request, fds, run, default_threads)
     log(f"job server: pid {pid}: ltr-bench {' '.join(request['argv'])}")
     for fd in fds:
         os.close(fd)
@@ -267,7 +274,7 @@ def _apply_thread_env(default_threads: int | None) -> None:
     torch.set_num_threads(int(value) if value.isdigit() and int(value) > 0 else default_threads)
 
 
-def _run_job(conn: socket.socket, request: dict, fds: list[int], default_threads: int | None) -> None:
+def _run_job(request: dict, fds: list[int], run, default_threads: int | None) -> None:
     """In the forked child: become the client's process, run the command, exit."""
     code = 1
     try:
@@ -290,10 +297,8 @@ def _run_job(conn: socket.socket, request: dict, fds: list[int], default_threads
         sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
         argv = list(request["argv"])
         sys.argv = ["ltr-bench", *argv]
-        from bench.cli import run_command
-
         try:
-            code = int(run_command(argv) or 0)
+            code = int(run(argv) or 0)
         except SystemExit as exc:  # argparse errors and explicit exits
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BaseException:  # noqa: BLE001 -- report any crash as a fresh process would
@@ -318,19 +323,4 @@ def _die_with_parent() -> None:
         libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
-# ---------------------------------------------------------------------------------- CLI
-
-
-def register_cli(subparsers) -> None:
-    p = subparsers.add_parser(
-        "job-server",
-        help="serve ltr-bench commands from one warm process (started by the workflow)",
-        description="Import the heavy modules once and run each ltr-bench command sent to SOCKET "
-        f"in a forked child; clients find it through ${ENV_VAR}. Started and stopped by the "
-        "Snakemake workflow during local runs.",
-    )
-    p.add_argument("--socket", required=True, help="Unix socket path to listen on")
-    p.set_defaults(func=lambda args: serve(args.socket, log=lambda m: print(m, file=sys.stderr, flush=True)))
-
-
-__all__ = ["DISABLED", "ENV_VAR", "NOT_SERVED", "PRELOAD", "register_cli", "run_in_server", "serve"]
+__all__ = ["DISABLED", "ENV_VAR", "NOT_SERVED", "PRELOAD", "run_in_server", "serve"]

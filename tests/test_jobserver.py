@@ -38,9 +38,8 @@ def _support():
 def _start_server(folder: Path, preload: bool) -> tuple[subprocess.Popen, Path, Path]:
     sock, log = folder / "socket", folder / "server.log"
     code = (
-        "import sys; from bench.jobserver import serve; "
-        f"serve({str(sock)!r}, **({{}} if {preload} else {{'preload': ()}}), "
-        "log=lambda m: print(m, file=sys.stderr, flush=True))"
+        "from bench.cli import serve_jobs; "
+        f"serve_jobs({str(sock)!r}, **({{}} if {preload} else {{'preload': ()}}))"
     )
     with log.open("w") as out:
         proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stderr=out, stdout=out)
@@ -208,7 +207,7 @@ def test_the_server_stops_when_its_parent_is_gone(tmp_path):
     # the parent waits for the bind (as the workflow does), then exits without stopping it
     code = textwrap.dedent(f"""
         import os, subprocess, sys, time
-        p = subprocess.Popen([sys.executable, "-c", "from bench.jobserver import serve; serve({str(sock)!r}, preload=())"],
+        p = subprocess.Popen([sys.executable, "-c", "from bench.cli import serve_jobs; serve_jobs({str(sock)!r}, preload=())"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         while not os.path.exists({str(sock)!r}):
             time.sleep(0.05)

@@ -16,6 +16,7 @@ include: "workflows/figures.smk"
 include: "workflows/perf.smk"
 include: "workflows/compare.smk"
 include: "workflows/report.smk"
+include: "workflows/lifecycle.smk"
 
 
 rule all:

@@ -29,6 +29,7 @@ STAGES: dict[str, tuple[str, ...]] = {
     "bench.frozen": ("freeze", "check-frozen"),
     "bench.perf.cli": ("perf",),
 }
+JOB_SERVER = "job-server"  # served by this module itself (bench.jobserver runs run_command)
 
 
 def _build_parser(wanted: str | None) -> argparse.ArgumentParser:
@@ -48,14 +49,48 @@ def _build_parser(wanted: str | None) -> argparse.ArgumentParser:
                 continue  # stage not built yet: its commands are simply absent
             raise
         module.register_cli(sub)
+    if wanted in (None, JOB_SERVER):
+        p = sub.add_parser(
+            JOB_SERVER,
+            help="serve ltr-bench commands from one warm process (started by the workflow)",
+            description="Import the heavy modules once and run each ltr-bench command sent to SOCKET in a "
+            "forked child; clients find it through $LTR_BENCH_JOB_SERVER. Started and stopped by the "
+            "Snakemake workflow during local runs (bench/jobserver.py).",
+        )
+        p.add_argument("--socket", required=True, help="Unix socket path to listen on")
+        p.set_defaults(func=lambda args: serve_jobs(args.socket))
     return parser
 
 
+def serve_jobs(socket_path: str, preload: tuple[str, ...] | None = None) -> int:
+    """``ltr-bench job-server``: run commands sent to ``socket_path`` until stopped."""
+    from bench import jobserver
+
+    jobserver.serve(socket_path, run_command, jobserver.PRELOAD if preload is None else preload,
+                    log=lambda message: print(message, file=sys.stderr, flush=True))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``ltr-bench`` console script."""
+    """Entry point of the ``ltr-bench`` console script.
+
+    Inside a local workflow run the command is handed to the warm job server
+    (:mod:`bench.jobserver`) when one is reachable; otherwise it runs here.
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] != [JOB_SERVER]:
+        from bench.jobserver import run_in_server
+
+        status = run_in_server(argv)
+        if status is not None:
+            return status
+    return run_command(argv)
+
+
+def run_command(argv: list[str]) -> int:
+    """Parse ``argv`` and run the sub-command in this process; its exit status."""
     wanted = argv[0] if argv and not argv[0].startswith("-") else None
-    known = {c for cmds in STAGES.values() for c in cmds}
+    known = {c for cmds in STAGES.values() for c in cmds} | {JOB_SERVER}
     parser = _build_parser(wanted if wanted in known else None)
     args = parser.parse_args(argv)
     try:

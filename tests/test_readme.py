@@ -20,6 +20,18 @@ def test_readme_opens_with_two_commands():
         assert "torch==2.13.0" in command, "the CPU torch pin keeps installs small"
 
 
-def test_ci_runs_the_readme_test_command_verbatim():
-    ci_lines = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
-    assert _readme_commands()[1] in ci_lines
+def test_ci_runs_both_readme_commands_verbatim_each_in_a_new_virtual_environment():
+    ci_lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
+    study, tests = _readme_commands()[:2]
+    assert study in ci_lines, "CI must run the README's study command as written"
+    assert tests in ci_lines, "CI must run the README's test command as written"
+    i_study, i_tests = ci_lines.index(study), ci_lines.index(tests)
+    assert i_study < i_tests, "the study runs first, on a plain install"
+    # each command runs right after creating and activating its own virtual environment
+    for start, end in ((0, i_study), (i_study, i_tests)):
+        between = ci_lines[start:end]
+        assert any(line.startswith("python3 -m venv ") for line in between)
+        assert any(line.startswith("source ") and line.endswith('/bin/activate"') for line in between)
+    assert "[test]" not in study, "the study command installs no test extras"
+    assert any("reports/report.html" in line for line in ci_lines[i_study:i_tests]), \
+        "CI checks that the study ends with the HTML report"

@@ -8,7 +8,6 @@ from pathlib import Path
 
 from snakemake.utils import min_version
 
-from bench.atomic import write_text
 from bench.config import plan
 from bench.config.validate import validate_config
 from bench.errors import ConfigError

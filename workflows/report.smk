@@ -20,8 +20,8 @@ rule report:
         "results/logs/report.log",
     conda:
         "../environment.yml"
-    run:
-        write_text(params.config_path, params.config_text)
-        shell(
-            "snakemake --nolock --configfile {params.config_path} --report {output} {input.outputs} > {log} 2>&1"
-        )
+    # a shell job (a `run:` job would start one more Snakemake process just to call this one)
+    shell:
+        "mkdir -p $(dirname {params.config_path}) && "
+        "printf '%s' {params.config_text:q} > {params.config_path}.tmp && mv {params.config_path}.tmp {params.config_path} && "
+        "snakemake --nolock --configfile {params.config_path} --report {output} {input.outputs} > {log} 2>&1"

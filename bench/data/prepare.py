@@ -65,13 +65,21 @@ import hashlib
 import json
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from bench.atomic import atomic_path
 from bench.data import registry as reg
+from bench.data.prepared import (  # re-exported: the reader lives apart (light imports)
+    ARRAYS,
+    FORMAT_VERSION,
+    SPLITS,
+    PreparedFold,
+    Split,
+    _fingerprint,
+    load_prepared,
+)
 from bench.data.fetch import find_split_file, source_sha256
 from bench.data.svmlight import read_svmlight
 from bench.data.synthetic import PRESETS, generate_synthetic
@@ -80,9 +88,6 @@ from bench.seeds import derive_seed
 __all__ = ["DEFAULT_OPTIONS", "FORMAT_VERSION", "PreparedFold", "Split", "load_prepared",
            "prepare_fold", "resolve_options"]
 
-FORMAT_VERSION = 1
-SPLITS = ("train", "vali", "test")
-ARRAYS = ("features", "labels", "qids", "offsets")
 NORMALIZE = ("none", "zscore", "log1p_zscore", "signlog1p", "query_minmax")
 
 DEFAULT_OPTIONS: dict = {
@@ -96,88 +101,6 @@ SYNTHETIC_OPTIONS: dict = {
     "psi": "normal", "psi_loc": 0.0, "low": 0.0, "high": 4.0, "real_labels": False, "columns": "shared",
     "empty_fraction": None, "label_probs": None,
 }
-
-
-@dataclass(frozen=True)
-class Split:
-    """One split: memory-mapped arrays (see the module docstring for shapes)."""
-
-    features: np.ndarray
-    labels: np.ndarray
-    qids: np.ndarray
-    offsets: np.ndarray
-
-    @property
-    def n_queries(self) -> int:
-        return int(self.qids.shape[0])
-
-    @property
-    def n_docs(self) -> int:
-        return int(self.labels.shape[0])
-
-
-@dataclass(frozen=True)
-class PreparedFold:
-    """A prepared fold: ``meta`` (meta.json), ``fingerprint``, ``splits`` name -> Split."""
-
-    path: Path
-    meta: dict
-    fingerprint: str
-    splits: dict
-
-    @property
-    def n_features(self) -> int:
-        return int(self.meta["n_features"])
-
-    def verify(self) -> None:
-        """Recompute the fingerprint from the arrays; ValueError when it differs."""
-        actual = _fingerprint({s: {a: getattr(sp, a) for a in ARRAYS} for s, sp in self.splits.items()})
-        if actual != self.fingerprint:
-            raise ValueError(f"{self.path}: arrays do not match meta.json fingerprint "
-                             f"({actual} != {self.fingerprint}); re-run prepare with --force")
-
-
-def _fingerprint(arrays: dict) -> str:
-    h = hashlib.sha256()
-    for split in SPLITS:
-        for name in ARRAYS:
-            a = np.ascontiguousarray(arrays[split][name])
-            h.update(f"{split}/{name}:{a.dtype.str}:{a.shape}\n".encode())
-            h.update(memoryview(a).cast("B"))
-    return h.hexdigest()
-
-
-def load_prepared(path: str | os.PathLike) -> PreparedFold:
-    """Open a prepared fold (arrays memory-mapped read-only). Errors name the file at fault."""
-    path = Path(path)
-    meta_path = path / "meta.json"
-    try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{meta_path}: missing; run `ltr-bench prepare` for this fold") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{meta_path}: not valid JSON ({exc})") from exc
-    if meta.get("format_version") != FORMAT_VERSION:
-        raise ValueError(f"{meta_path}: prepare format {meta.get('format_version')!r}, this code "
-                         f"reads {FORMAT_VERSION}; re-run prepare")
-    splits = {}
-    for split in SPLITS:
-        arrays = {}
-        for name in ARRAYS:
-            f = path / split / f"{name}.npy"
-            try:
-                arrays[name] = np.load(f, mmap_mode="r")
-            except (OSError, ValueError) as exc:
-                raise ValueError(f"{f}: cannot open ({exc}); re-run prepare with --force") from exc
-        info = meta["splits"][split]
-        expected = {"features": (info["n_docs"], meta["n_features"]), "labels": (info["n_docs"],),
-                    "qids": (info["n_queries"],), "offsets": (info["n_queries"] + 1,)}
-        for name, shape in expected.items():
-            if tuple(arrays[name].shape) != tuple(shape):
-                raise ValueError(f"{path / split / name}.npy: shape {arrays[name].shape}, "
-                                 f"meta.json says {tuple(shape)}; re-run prepare with --force")
-        splits[split] = Split(**arrays)
-    return PreparedFold(path=path, meta=meta, fingerprint=meta["fingerprint"], splits=splits)
 
 
 def resolve_options(options: dict | None, synthetic: bool) -> dict:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from typing import Callable
 
 import torch
@@ -50,6 +51,23 @@ def resolve_device(requested: str, *, on_missing_cuda: Callable[[str], None] | N
     return torch.device("cpu")
 
 
+def _set_deterministic_kernels(mode: bool, warn_only: bool) -> None:
+    """Switch torch's deterministic-kernel flag without importing the compiler stack.
+
+    ``torch.use_deterministic_algorithms`` sets two flags: the kernel flag
+    (``torch._C._set_deterministic_algorithms``, the one eager kernels read) and
+    ``torch._inductor.config.deterministic`` (read only by ``torch.compile``). Importing
+    the latter pulls in inductor and ``torch._dynamo`` (1.3-1.8 s per fresh process on the
+    2-core reference machine). The suite never compiles, so unless inductor is already
+    loaded (then the public function is called, which keeps both flags in step) only the
+    kernel flag is set; ``torch.are_deterministic_algorithms_enabled`` reads it either way.
+    """
+    if "torch._inductor.config" in sys.modules:
+        torch.use_deterministic_algorithms(mode, warn_only=warn_only)
+    else:
+        torch._C._set_deterministic_algorithms(mode, warn_only=warn_only)
+
+
 @contextlib.contextmanager
 def deterministic(device: torch.device):
     """Deterministic kernels and a forked global RNG for the duration of a run."""
@@ -60,12 +78,12 @@ def deterministic(device: torch.device):
     prev_bench = torch.backends.cudnn.benchmark
     devices = [device.index or 0] if device.type == "cuda" else []
     with torch.random.fork_rng(devices=devices):
-        torch.use_deterministic_algorithms(True, warn_only=device.type == "cuda")
+        _set_deterministic_kernels(True, warn_only=device.type == "cuda")
         torch.backends.cudnn.benchmark = False
         try:
             yield
         finally:
-            torch.use_deterministic_algorithms(prev, warn_only=prev_warn)
+            _set_deterministic_kernels(prev, warn_only=prev_warn)
             torch.backends.cudnn.benchmark = prev_bench
 
 

@@ -1,0 +1,105 @@
+"""Read one prepared fold: the cache format that :mod:`bench.data.prepare` writes.
+
+Kept apart from the writer so that every job that only *reads* a fold (training, GBDT,
+evaluation) imports NumPy and nothing else: the writer pulls in the numba parser and SciPy
+(about 0.5 s per process, paid by every one of the study's ~100 jobs). The layout and the
+fingerprint are documented in :mod:`bench.data.prepare`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["ARRAYS", "FORMAT_VERSION", "SPLITS", "PreparedFold", "Split", "load_prepared"]
+
+FORMAT_VERSION = 1
+SPLITS = ("train", "vali", "test")
+ARRAYS = ("features", "labels", "qids", "offsets")
+
+
+@dataclass(frozen=True)
+class Split:
+    """One split: memory-mapped arrays (see the module docstring for shapes)."""
+
+    features: np.ndarray
+    labels: np.ndarray
+    qids: np.ndarray
+    offsets: np.ndarray
+
+    @property
+    def n_queries(self) -> int:
+        return int(self.qids.shape[0])
+
+    @property
+    def n_docs(self) -> int:
+        return int(self.labels.shape[0])
+
+
+@dataclass(frozen=True)
+class PreparedFold:
+    """A prepared fold: ``meta`` (meta.json), ``fingerprint``, ``splits`` name -> Split."""
+
+    path: Path
+    meta: dict
+    fingerprint: str
+    splits: dict
+
+    @property
+    def n_features(self) -> int:
+        return int(self.meta["n_features"])
+
+    def verify(self) -> None:
+        """Recompute the fingerprint from the arrays; ValueError when it differs."""
+        actual = _fingerprint({s: {a: getattr(sp, a) for a in ARRAYS} for s, sp in self.splits.items()})
+        if actual != self.fingerprint:
+            raise ValueError(f"{self.path}: arrays do not match meta.json fingerprint "
+                             f"({actual} != {self.fingerprint}); re-run prepare with --force")
+
+
+def _fingerprint(arrays: dict) -> str:
+    h = hashlib.sha256()
+    for split in SPLITS:
+        for name in ARRAYS:
+            a = np.ascontiguousarray(arrays[split][name])
+            h.update(f"{split}/{name}:{a.dtype.str}:{a.shape}\n".encode())
+            h.update(memoryview(a).cast("B"))
+    return h.hexdigest()
+
+
+def load_prepared(path: str | os.PathLike) -> PreparedFold:
+    """Open a prepared fold (arrays memory-mapped read-only). Errors name the file at fault."""
+    path = Path(path)
+    meta_path = path / "meta.json"
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{meta_path}: missing; run `ltr-bench prepare` for this fold") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{meta_path}: not valid JSON ({exc})") from exc
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise ValueError(f"{meta_path}: prepare format {meta.get('format_version')!r}, this code "
+                         f"reads {FORMAT_VERSION}; re-run prepare")
+    splits = {}
+    for split in SPLITS:
+        arrays = {}
+        for name in ARRAYS:
+            f = path / split / f"{name}.npy"
+            try:
+                arrays[name] = np.load(f, mmap_mode="r")
+            except (OSError, ValueError) as exc:
+                raise ValueError(f"{f}: cannot open ({exc}); re-run prepare with --force") from exc
+        info = meta["splits"][split]
+        expected = {"features": (info["n_docs"], meta["n_features"]), "labels": (info["n_docs"],),
+                    "qids": (info["n_queries"],), "offsets": (info["n_queries"] + 1,)}
+        for name, shape in expected.items():
+            if tuple(arrays[name].shape) != tuple(shape):
+                raise ValueError(f"{path / split / name}.npy: shape {arrays[name].shape}, "
+                                 f"meta.json says {tuple(shape)}; re-run prepare with --force")
+        splits[split] = Split(**arrays)
+    return PreparedFold(path=path, meta=meta, fingerprint=meta["fingerprint"], splits=splits)

@@ -1,0 +1,326 @@
+"""A warm job server: the study's ~140 short ``ltr-bench`` jobs pay their imports once.
+
+Every Snakemake job is one ``ltr-bench`` command in a fresh process. On the 2-core reference
+machine a default-profile training job spent 4-5 s importing (torch 2.2 s, ``torch._dynamo``
+1.8 s -- ``torch.optim`` imports it on first use --, pandas/pyarrow 0.5 s) and 2-3 s training,
+so imports were most of the study's CPU time.
+
+During a local Snakemake run (``workflows/jobserver.smk``) the workflow starts
+``ltr-bench job-server --socket PATH``, which imports the heavy modules once and listens on a
+Unix socket whose path it exports as ``LTR_BENCH_JOB_SERVER``. ``ltr-bench`` (:mod:`bench.cli`)
+sees the variable and, instead of running the command itself, hands it over: its arguments,
+working directory, environment, ``sys.path``, umask and its stdin/stdout/stderr (the file
+descriptors themselves, ``SCM_RIGHTS``), then waits for the exit status. The server forks one
+child per job from its pristine, never-used imported state; the child takes on the client's
+directory, environment, descriptors and umask and runs :func:`bench.cli.run_command` -- the
+same code path as a fresh process, so a job writes the same bytes either way (tested). This
+module sits below the CLI: ``bench.cli`` wires it (``ltr-bench job-server``) and passes
+``run_command`` in.
+
+Lifetimes and failures:
+
+- a client that goes away (Snakemake cancels the job, ``kill -9``) closes its socket; the
+  server kills that job's process at once, so nothing keeps writing behind the workflow's back;
+- a job dies with the server (``PR_SET_PDEATHSIG``); the server exits when the workflow ends
+  (``onsuccess``/``onerror``), when its parent process is gone, or on SIGTERM/SIGINT;
+- a client that cannot reach a server (variable unset, socket gone, connection refused) runs
+  the command in its own process, as before: the server is an accelerator, never a dependency;
+- ``LTR_BENCH_JOB_SERVER=off`` in the environment disables it for a run; cluster executors
+  never start one (the socket is local to the submit host).
+
+What a fresh process would decide at import time, the child decides per job: torch's thread
+count follows the job's ``OMP_NUM_THREADS`` (the server imports torch with it unset), and a
+client whose ``bench`` package is another copy than the server's (``PYTHONPATH`` pointing at
+another checkout) is told to run the command itself.
+
+Caveat: Snakemake's ``benchmark:`` files time the client, so their wall-clock seconds are the
+job's but their CPU and RSS columns are the client's; ``run.json`` records the job's own peak
+memory and wall time. The fork happens before any thread pool, CUDA context or OpenMP team is
+created in the server (it only imports), which is what makes forking safe.
+"""
+
+from __future__ import annotations
+
+import array
+import contextlib
+import importlib
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import sys
+from pathlib import Path
+from typing import Callable
+
+ENV_VAR = "LTR_BENCH_JOB_SERVER"
+DISABLED = "off"
+# imported once by the server: everything a workflow job would import on its own
+PRELOAD = (
+    "torch", "torch.optim", "torch._dynamo", "pandas", "pyarrow.parquet", "scipy.stats", "numba",
+    "lightgbm", "xgboost", "matplotlib",
+    "bench.training.cli", "bench.training.neural", "bench.training.gbdt", "bench.evaluate", "bench.stats",
+    "bench.frozen", "bench.curves", "bench.report.cli", "bench.data.prepare", "bench.metrics", "bench.losses",
+)
+_HEADER = struct.Struct("!Q")  # request length
+_STATUS = struct.Struct("!i")  # exit status
+_N_FDS = 3  # stdin, stdout, stderr
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")  # read by torch at import time
+NOT_SERVED = -1  # reply: "run it yourself" (the client would import another copy of bench)
+
+
+# ---------------------------------------------------------------------------------- client
+
+
+def run_in_server(argv: list[str]) -> int | None:
+    """Run ``ltr-bench argv`` in the job server; its exit status, or None when none is reachable.
+
+    None means: run the command in this process (no server configured, disabled, or the
+    socket is gone or refuses connections). Once connected, the job's fate is the server's:
+    a server that dies mid-job is reported as a failed job (exit status 1), not re-run here,
+    because the job may already have had effects.
+    """
+    path = os.environ.get(ENV_VAR, "")
+    if not path or path == DISABLED:
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(path)
+    except OSError:
+        sock.close()
+        return None
+    with sock:
+        request = json.dumps({
+            "argv": list(argv), "cwd": os.getcwd(), "env": dict(os.environ), "path": list(sys.path),
+            "umask": _current_umask(), "bench": _bench_dir(),
+        }).encode()
+        fds = array.array("i", [0, 1, 2])
+        sock.sendmsg([_HEADER.pack(len(request)), request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+        reply = _recv_exactly(sock, _STATUS.size)
+    if reply is None:
+        print(f"ltr-bench: the job server at {path} stopped before the job ended", file=sys.stderr)
+        return 1
+    status = _STATUS.unpack(reply)[0]
+    return None if status == NOT_SERVED else status
+
+
+def _bench_dir() -> str:
+    """Where this process's ``bench`` code lives (a client must run the server's code).
+
+    The folder of this very module: ``bench`` itself may be a namespace package (no
+    ``__file__``) when a workflow copy without code is first on ``PYTHONPATH``.
+    """
+    return os.path.dirname(os.path.abspath(__file__))
+
+
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _recv_exactly(sock: socket.socket, n: int) -> bytes | None:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+
+# ---------------------------------------------------------------------------------- server
+
+
+def serve(path: str | os.PathLike, run: Callable[[list[str]], int], preload: tuple[str, ...] = PRELOAD,
+          log: Callable[[str], None] = print) -> None:
+    """Listen on ``path`` and run each request in a forked child until told to stop.
+
+    ``run(argv) -> exit status`` runs one command in the child (``bench.cli.run_command``;
+    passed in so that this module, below the CLI, never imports it).
+
+    The socket is bound before the imports, so clients that connect early queue in the
+    backlog and are served once the imports are done. Returns (and removes the socket) on
+    SIGTERM/SIGINT or when the parent process is gone.
+    """
+    path = Path(path)
+    parent = os.getppid()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    listener.bind(str(path))
+    listener.listen(128)
+    stopping: list[int] = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, frame: stopping.append(signum))
+    for var in THREAD_VARS:  # imported with none set: a job's own value is applied per job
+        os.environ.pop(var, None)
+    for name in preload:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:  # an optional dependency: its jobs import it themselves
+            log(f"job server: not preloading {name} ({exc})")
+    default_threads = _torch_threads()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    log(f"job server: ready on {path} (pid {os.getpid()})")
+    jobs: dict[int, tuple[socket.socket, int]] = {}  # pidfd -> (client socket, pid)
+    try:
+        while not stopping and os.getppid() == parent:
+            watched = [listener, *(conn for conn, _ in jobs.values()), *jobs]
+            try:
+                ready, _, _ = select.select(watched, [], [], 1.0)
+            except InterruptedError:
+                continue
+            for item in ready:
+                if item is listener:
+                    _accept(listener, jobs, run, default_threads, log)
+                elif isinstance(item, int):
+                    _finish(item, jobs)
+                else:  # a client socket readable = its client is gone: stop the job
+                    for conn, pid in list(jobs.values()):
+                        if conn is item:
+                            with contextlib.suppress(ProcessLookupError):
+                                os.kill(pid, signal.SIGKILL)
+    finally:
+        for conn, pid in jobs.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            conn.close()
+        listener.close()
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        log("job server: stopped")
+
+
+def _accept(listener: socket.socket, jobs: dict, run, default_threads: int | None, log) -> None:
+    conn, _ = listener.accept()
+    try:
+        request, fds = _recv_request(conn)
+    except (OSError, ValueError) as exc:
+        log(f"job server: dropped a malformed request ({exc})")
+        conn.close()
+        return
+    if request.get("bench") != _bench_dir():
+        # e.g. PYTHONPATH puts another checkout first: a fresh process would run that code
+        log(f"job server: not served (the client imports bench from {request.get('bench')}): "
+            f"ltr-bench {' '.join(request['argv'])}")
+        for fd in fds:
+            os.close(fd)
+        with contextlib.suppress(OSError):
+            conn.sendall(_STATUS.pack(NOT_SERVED))
+        conn.close()
+        return
+    pid = os.fork()
+    if pid == 0:  # the job: never returns
+        listener.close()
+        for other, _ in jobs.values():
+            other.close()
+        for pidfd in jobs:
+            os.close(pidfd)
+        _run_job(request, fds, run, default_threads)
+    log(f"job server: pid {pid}: ltr-bench {' '.join(request['argv'])}")
+    for fd in fds:
+        os.close(fd)
+    jobs[os.pidfd_open(pid)] = (conn, pid)
+
+
+def _recv_request(conn: socket.socket) -> tuple[dict, list[int]]:
+    conn.settimeout(30)
+    fds = array.array("i")
+    msg, ancdata, _, _ = conn.recvmsg(_HEADER.size, socket.CMSG_LEN(_N_FDS * fds.itemsize))
+    for level, kind, data in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
+    if len(msg) != _HEADER.size or len(fds) != _N_FDS:
+        for fd in fds:
+            os.close(fd)
+        raise ValueError("expected a length header and 3 file descriptors")
+    body = _recv_exactly(conn, _HEADER.unpack(msg)[0])
+    if body is None:
+        raise ValueError("request cut short")
+    conn.settimeout(None)
+    return json.loads(body), list(fds)
+
+
+def _finish(pidfd: int, jobs: dict) -> None:
+    conn, pid = jobs.pop(pidfd)
+    os.close(pidfd)
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    code = 128 - code if code < 0 else code  # killed by signal N: 128 + N, as a shell reports it
+    with contextlib.suppress(OSError):
+        conn.sendall(_STATUS.pack(code))
+    conn.close()
+
+
+def _torch_threads() -> int | None:
+    torch = sys.modules.get("torch")
+    return torch.get_num_threads() if torch is not None else None
+
+
+def _apply_thread_env(default_threads: int | None) -> None:
+    """Give torch the thread count a fresh process would take from OMP_NUM_THREADS.
+
+    torch reads ``OMP_NUM_THREADS`` (else the machine's default) when it is imported, which
+    in the server happened once, with the variable unset. Jobs set it (e.g. the scaling
+    benchmark's ``OMP_NUM_THREADS=1``), so the child applies its own value.
+    """
+    torch = sys.modules.get("torch")
+    if torch is None or default_threads is None:
+        return
+    value = os.environ.get("OMP_NUM_THREADS", "")
+    torch.set_num_threads(int(value) if value.isdigit() and int(value) > 0 else default_threads)
+
+
+def _run_job(request: dict, fds: list[int], run, default_threads: int | None) -> None:
+    """In the forked child: become the client's process, run the command, exit."""
+    code = 1
+    try:
+        _die_with_parent()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, signal.SIG_DFL)
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+            os.close(fd)
+        os.chdir(request["cwd"])
+        os.umask(int(request["umask"]))
+        env = {k: v for k, v in request["env"].items() if k != ENV_VAR}
+        os.environ.clear()
+        os.environ.update(env)
+        sys.path[:] = request["path"]
+        _apply_thread_env(default_threads)
+        importlib.invalidate_caches()
+        sys.stdin = open(0, closefd=False)  # noqa: SIM115 -- the process's own descriptors
+        sys.stdout = open(1, "w", buffering=1 if os.isatty(1) else -1, closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+        argv = list(request["argv"])
+        sys.argv = ["ltr-bench", *argv]
+        try:
+            code = int(run(argv) or 0)
+        except SystemExit as exc:  # argparse errors and explicit exits
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:  # noqa: BLE001 -- report any crash as a fresh process would
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when the server dies (no-op elsewhere)."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
+__all__ = ["DISABLED", "ENV_VAR", "NOT_SERVED", "PRELOAD", "run_in_server", "serve"]

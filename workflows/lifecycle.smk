@@ -1,0 +1,97 @@
+# What happens when a run starts and ends (Snakemake allows one onstart/onsuccess/onerror):
+#
+# 1. The warm job server (bench/jobserver.py): during a local run every `ltr-bench` job is
+#    forked from one process that imported torch, pandas, SciPy, LightGBM, ... once, instead
+#    of importing them itself (4-5 s of a 7 s default-profile training job on 2 cores).
+#    Results are the same bytes either way. Not started for cluster executors, dry runs, or
+#    when the environment says LTR_BENCH_JOB_SERVER=off; a job that cannot reach it runs alone.
+# 2. Resuming after `kill -9`: Snakemake's directory lock has no owner check, so a killed run
+#    leaves it behind and the next run stops with "Directory cannot be locked". Each run
+#    records its process in RUN_RECORD; the next run, while the Snakefile is parsed (before
+#    Snakemake checks the lock), releases the lock only when that process is gone
+#    (bench/resume.py says exactly when): what `snakemake --unlock` does, checked first.
+import atexit
+import shutil
+import subprocess
+import tempfile
+import time
+
+from bench.jobserver import DISABLED as _JOBSERVER_OFF
+from bench.jobserver import ENV_VAR as _JOBSERVER_VAR
+from bench.resume import forget_run, record_run, release_stale_lock
+
+RUN_RECORD = Path(".snakemake/ltr-bench-run.json")
+LOCKS = Path(".snakemake/locks")
+_jobserver = {}
+
+
+# ----------------------------------------------------------------------------- stale lock
+
+
+if workflow.is_main_process:
+    _killed = release_stale_lock(RUN_RECORD, LOCKS)
+    if _killed is not None:
+        logger.info(f"Removed the lock left by an interrupted run (pid {_killed}); resuming.")
+
+
+# ----------------------------------------------------------------------------- job server
+
+
+def start_job_server():
+    if os.environ.get(_JOBSERVER_VAR) == _JOBSERVER_OFF or not workflow.local_exec:
+        return
+    exe = shutil.which("ltr-bench")
+    if exe is None or not hasattr(os, "pidfd_open"):  # Linux only; jobs then run alone
+        return
+    folder = tempfile.mkdtemp(prefix="ltr-bench-jobs-")  # short path: Unix sockets allow ~100 bytes
+    sock = os.path.join(folder, "socket")
+    Path("results/logs").mkdir(parents=True, exist_ok=True)
+    log = open("results/logs/job-server.log", "w")
+    proc = subprocess.Popen([exe, "job-server", "--socket", sock], stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+    for _ in range(200):  # the socket is bound before the (slow) imports: wait for the bind only
+        if os.path.exists(sock) or proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    if not os.path.exists(sock):
+        logger.warning("ltr-bench job server did not start (results/logs/job-server.log); jobs run alone")
+        proc.kill()
+        return
+    _jobserver.update(proc=proc, folder=folder, log=log)
+    os.environ[_JOBSERVER_VAR] = sock
+    atexit.register(stop_job_server)
+
+
+def stop_job_server():
+    proc = _jobserver.pop("proc", None)
+    if proc is None:
+        return
+    os.environ.pop(_JOBSERVER_VAR, None)
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    _jobserver.pop("log").close()
+    shutil.rmtree(_jobserver.pop("folder"), ignore_errors=True)
+
+
+# ----------------------------------------------------------------------------- handlers
+
+
+onstart:
+    # only the run the user started: not a cluster job's or a group job's own Snakemake
+    if workflow.is_main_process:
+        record_run(RUN_RECORD)
+        start_job_server()
+
+
+onsuccess:
+    stop_job_server()
+    if workflow.is_main_process:
+        forget_run(RUN_RECORD)
+
+
+onerror:
+    stop_job_server()
+    if workflow.is_main_process:
+        forget_run(RUN_RECORD)

@@ -9,6 +9,11 @@ benchmark file when its job ends, so the span is ``max(mtime) - min(mtime - s)``
 files, an estimate that assumes the files come from one invocation (the markdown says so).
 A missing root or an empty one is reported as such (exit status 0: nothing to summarise
 is not a failure of this suite).
+
+Under the workflow's warm job server (:mod:`bench.jobserver`) Snakemake times the client
+process: ``seconds`` is the job's wall-clock time, but ``max RSS`` and ``CPU time`` are the
+client's (a few MB, a fraction of a second); each run's own peak memory is in its
+``run.json``. The markdown says so.
 """
 
 from __future__ import annotations
@@ -64,6 +69,9 @@ def report_study(args: argparse.Namespace) -> SuiteResult:
             "last job end, estimated from file mtimes minus the job's seconds; assumes one invocation)",
             "",
             f"Slowest {len(slowest)} jobs:",
+            "",
+            "With the warm job server (`results/logs/job-server.log`), max RSS and CPU time are the waiting "
+            "client's, not the job's: see each run's `run.json` for its peak memory.",
             "",
             md_table(["job", "seconds", "max RSS (MB)", "CPU time (s)", "share of job time"],
                      [[r.job, f"{r.seconds:.2f}", fmt(r.max_rss_mb), fmt(r.cpu_time), f"{100 * r.seconds / total:.1f}%"]

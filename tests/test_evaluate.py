@@ -90,7 +90,11 @@ def letor_fold(tmp_path_factory):
     """The LETOR oracle fixture (tests/fixtures/letor) prepared as a file-based fold."""
     from helpers import ROOT
 
-    fixture = ROOT / "tests" / "fixtures" / "letor"
+    import shutil
+
+    fixture = tmp_path_factory.mktemp("letor")  # a copy: prepare writes checksum sidecars beside its sources
+    for name in ("random.test.txt", "random.scores.txt", "eval-4.0.txt"):
+        shutil.copy(ROOT / "tests" / "fixtures" / "letor" / name, fixture / name)
     out = tmp_path_factory.mktemp("prep") / "letor" / "Fold1"
     prepare_fold("letor-fixture", "Fold1", out, {"vali_fraction": 0.5},
                  files={"train": fixture / "random.test.txt", "test": fixture / "random.test.txt"}, log=lambda m: None)

@@ -245,3 +245,30 @@ def test_letor4_equals_eval_score_4_per_query():
     means = summarize(df)
     for m in names:
         assert means[m] == pytest.approx(table["Average"][column[m]], abs=TOL4)
+
+
+def test_ndcg_at_max_is_ndcg_at_the_list_length(tmp_path):
+    path, scores = _write_hand(tmp_path)
+    labels, offsets, _ = _read(path)
+    for convention in ("letor3", "letor4"):
+        df = evaluate(scores, labels, offsets, ["ndcg@max"], convention=convention)
+        assert df["ndcg@max"].tolist() == pytest.approx([NDCG[1][3], 0.0, (1 + 3 / 2 + L7 + 3 / math.log2(11)) /
+                                                         (6 + L3 + 1 / 2), 1.0], abs=1e-15)
+
+
+def test_evaluate_with_convention_grades_only_the_scripts_metrics_the_letor_way(tmp_path):
+    from bench.metrics import evaluate_with_convention, metric_convention
+
+    path, scores = _write_hand(tmp_path)
+    labels, offsets, qids = _read(path)
+    names = ["mrr", "ndcg@10", "opa", "map"]
+    mixed = evaluate_with_convention(scores, labels, offsets, names, "letor4", query_ids=qids)
+    assert list(mixed.columns) == ["query", *names, *(n + ":dropped" for n in names)]
+    letor = evaluate(scores, labels, offsets, ["ndcg@10", "map"], query_ids=qids, convention="letor4")
+    default = evaluate(scores, labels, offsets, ["mrr", "opa"], query_ids=qids)
+    for name, ref in (("ndcg@10", letor), ("map", letor), ("mrr", default), ("opa", default), ("opa:dropped", default)):
+        assert mixed[name].tolist() == ref[name].tolist(), name
+    plain = evaluate(scores, labels, offsets, names, query_ids=qids)
+    assert evaluate_with_convention(scores, labels, offsets, names, "default", query_ids=qids).equals(plain)
+    assert [metric_convention(n, "letor3") for n in ("precision@3", "mean_ndcg", "arp")] == ["letor3", "default",
+                                                                                             "default"]

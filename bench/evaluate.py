@@ -96,7 +96,8 @@ def export_scores(run_dir: str | Path, out: str | Path, *, prepared_dir: str | P
     dataset is the order of the test file's data lines: ``prepare`` parses the file in order
     (a qid may not reappear after another query), never reorders the test split, and filters
     it only with ``arf_filter`` when ``arf_splits`` lists ``test`` -- then the documents no
-    longer match the file and this fails naming those options. Each score is the float32 of
+    longer match the file and this fails naming those options. (Blank or comment-only lines,
+    which the parser skips, get no score line; the official scripts reject such files anyway.) Each score is the float32 of
     ``scores.npy`` written as the shortest decimal that reads back as the same double
     (``repr``), so the official script (``perl Eval-Score-4.0.pl test.txt FILE out 1``) sees
     exactly the suite's scores and ties. ``prepared_dir`` defaults to the run's

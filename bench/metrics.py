@@ -71,7 +71,9 @@ length, :math:`g(y) = 2^y - 1`, :math:`d_1 = d_2 = 1`, :math:`d_j = \ln 2 / \ln 
   :math:`\frac{1}{n} \sum_{k=1}^{n} \mathrm{NDCG@}k`.
 
 The scripts print NDCG/P up to 16 positions (3.0) or 10 (4.0); other ``k`` follow the same
-rules. The float64 operations are the scripts' own, in their order (each term
+rules. The scripts key a document by ``(qid, docid)``, so a docid repeated inside one query
+would keep only its last line there; LETOR's files have unique docids, and the suite grades
+every document it is given. The float64 operations are the scripts' own, in their order (each term
 ``g * ln(2) / ln(j)`` with the C library's ``log``, sums accumulated position by position),
 so the values agree with the scripts' to the last bit, not only to their printed precision.
 

@@ -22,7 +22,7 @@ from bench.errors import BenchError
 STAGES: dict[str, tuple[str, ...]] = {
     "bench.data.cli": ("datasets", "fetch", "prepare", "synthetic"),
     "bench.training.cli": ("train", "gbdt"),
-    "bench.evaluate": ("evaluate",),
+    "bench.evaluate": ("evaluate", "export-scores"),
     "bench.curves": ("loss-curves",),
     "bench.stats": ("stats",),
     "bench.report.cli": ("table", "figure", "compare-table"),

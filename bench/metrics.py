@@ -47,6 +47,36 @@ binary relevance :math:`y \ge 1` for MRR, MAP and precision):
 * ``precision@k``: relevant items in the top ``k`` divided by ``k`` (trec_eval: a list
   shorter than ``k`` counts the missing places as non-relevant); never dropped.
 
+Evaluation conventions
+----------------------
+``convention="default"`` is everything above (what LightGBM, XGBoost and allRank report).
+``convention="letor3"`` and ``"letor4"`` equal, per query, LETOR's official evaluation
+scripts ``Eval-Score-3.0.pl`` and ``Eval-Score-4.0.pl`` (shipped with the LETOR 3.0 / 4.0
+datasets). Both rank by descending score with ties kept in file order (``ties`` must be
+``"stable"``), grade labels 0, 1, 2 only (the scripts' gain table; any other label raises,
+where the scripts would silently give it gain 0) and ignore ``empty_query``: a query without
+a relevant document scores 0 in every metric and stays in the mean. With ``n`` the list
+length, :math:`g(y) = 2^y - 1`, :math:`d_1 = d_2 = 1`, :math:`d_j = \ln 2 / \ln j` for
+:math:`j \ge 3` and :math:`\mathrm{rel} = (y \ge 1)`:
+
+* ``ndcg@k``: :math:`\sum_{j \le k} g(y_{\pi_j}) d_j / \sum_{j \le k} g(y^*_j) d_j` for
+  ``k <= n`` (0 when the ideal sum is 0); **0 when** ``k > n`` in both versions (the scripts
+  compute NDCG only at positions that exist, and their means add nothing for the others).
+  ``ndcg@max`` is ``k = n``.
+* ``precision@k``: ``letor4``: :math:`\sum_{j \le \min(k,n)} \mathrm{rel}_j / k` (missing
+  places count as non-relevant); ``letor3``: the same for ``k <= n`` and **0** for ``k > n``.
+* ``map``: :math:`\frac{1}{R} \sum_{\text{relevant } j} \frac{\#\{i \le j: \mathrm{rel}_i\}}{j}`,
+  0 when ``R = 0``.
+* ``mean_ndcg`` (``letor4`` only, the script's MeanNDCG):
+  :math:`\frac{1}{n} \sum_{k=1}^{n} \mathrm{NDCG@}k`.
+
+The scripts print NDCG/P up to 16 positions (3.0) or 10 (4.0); other ``k`` follow the same
+rules. The scripts key a document by ``(qid, docid)``, so a docid repeated inside one query
+would keep only its last line there; LETOR's files have unique docids, and the suite grades
+every document it is given. The float64 operations are the scripts' own, in their order (each term
+``g * ln(2) / ln(j)`` with the C library's ``log``, sums accumulated position by position),
+so the values agree with the scripts' to the last bit, not only to their printed precision.
+
 Dropped queries hold 0.0 in the metric column and True in ``<metric>:dropped``; no value is
 ever NaN, so significance tests can pair queries exactly.
 
@@ -61,6 +91,7 @@ ever NaN, so significance tests can pair queries exactly.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from functools import cached_property
@@ -72,11 +103,17 @@ from scipy.special import gammaln
 
 EMPTY_QUERY_CHOICES = ("one", "zero", "drop")
 TIES_CHOICES = ("stable", "expected")
+# evaluation conventions: the suite's default and LETOR's official scripts
+CONVENTIONS = ("default", "letor3", "letor4")
+LETOR_SCRIPTS = {"letor3": "Eval-Score-3.0.pl", "letor4": "Eval-Score-4.0.pl"}
+# the metric kinds each LETOR convention defines (the scripts compute nothing else)
+LETOR_KINDS = {"letor3": ("ndcg", "precision", "map"),
+               "letor4": ("ndcg", "precision", "map", "mean_ndcg")}
 # metric kinds where a smaller value is better (ARP, the average relevance position)
 LOWER_IS_BETTER = ("arp",)
 VALID_FORMS = (
     "ndcg@K (K a positive integer or 'max'), mrr, opa, opa_arf, arp, recall@M@K, map, "
-    "precision@K"
+    "precision@K, mean_ndcg (convention letor4 only)"
 )
 # labels taking at most this many distinct values use the per-level pair counter (O(N*V));
 # others the merge counter (O(N log^2 L)); graded LTR labels have 2-5 levels.
@@ -85,13 +122,13 @@ _MAX_LEVELS_FOR_LEVEL_COUNTER = 32
 _PATTERN = re.compile(
     r"^(?:(?P<ndcg>ndcg)@(?P<ndcg_k>[1-9]\d*|max)|(?P<prec>precision)@(?P<prec_k>[1-9]\d*)"
     r"|(?P<rec>recall)@(?P<rec_m>[1-9]\d*)@(?P<rec_k>[1-9]\d*)"
-    r"|(?P<plain>mrr|opa|opa_arf|arp|map))$"
+    r"|(?P<plain>mrr|opa|opa_arf|arp|map|mean_ndcg))$"
 )
 
 
 @dataclass(frozen=True)
 class MetricSpec:
-    """A parsed metric name: ``kind`` in ndcg/precision/recall/mrr/opa/opa_arf/arp/map."""
+    """A parsed metric name: ``kind`` in ndcg/precision/recall/mrr/opa/opa_arf/arp/map/mean_ndcg."""
 
     name: str
     kind: str
@@ -130,12 +167,20 @@ def higher_is_better(metric: str) -> bool:
     return parse_metric(metric).kind not in LOWER_IS_BETTER
 
 
-def conventions_caption(empty_query: str = "one", ties: str = "stable") -> str:
+def conventions_caption(empty_query: str = "one", ties: str = "stable", convention: str = "default") -> str:
     """One-paragraph caption naming every metric convention, for table footers.
+
+    Under a LETOR convention the caption names the official script and its rules
+    (``empty_query`` and ``ties`` are fixed by the convention and not repeated).
 
     >>> conventions_caption().startswith("Gain 2^y-1")
     True
+    >>> conventions_caption(convention="letor4").startswith("LETOR 4.0 evaluation")
+    True
     """
+    _check_choice("convention", convention, CONVENTIONS)
+    if convention != "default":
+        return _letor_caption(convention)
     _check_choice("empty_query", empty_query, EMPTY_QUERY_CHOICES)
     _check_choice("ties", ties, TIES_CHOICES)
     empty = {
@@ -160,6 +205,22 @@ def conventions_caption(empty_query: str = "one", ties: str = "stable") -> str:
     )
 
 
+def _letor_caption(convention: str) -> str:
+    version = {"letor3": "3.0", "letor4": "4.0"}[convention]
+    short = {
+        "letor3": "NDCG@k and P@k of a query with fewer than k documents are 0",
+        "letor4": "NDCG@k of a query with fewer than k documents is 0, its P@k counts the "
+        "missing places as non-relevant; MeanNDCG averages NDCG@1..n over the list length n",
+    }[convention]
+    return (
+        f"LETOR {version} evaluation (convention {convention}, equal per query to the official "
+        f"{LETOR_SCRIPTS[convention]}): gain 2^y-1 for labels 0-2, discount 1 at ranks 1 and 2 "
+        f"and 1/log2(rank) from rank 3; {short}; P@k and MAP count labels >= 1 as relevant; a "
+        "query without any relevant document scores 0 and stays in the mean; score ties are "
+        "kept in file order."
+    )
+
+
 def evaluate(
     scores: np.ndarray,
     labels: np.ndarray,
@@ -168,12 +229,16 @@ def evaluate(
     empty_query: str = "one",
     ties: str = "stable",
     query_ids: np.ndarray | None = None,
+    convention: str = "default",
 ) -> pd.DataFrame:
     """Per-query metric values for a whole split; see the module docstring for definitions.
 
     Returns a DataFrame with one row per query: ``query`` (int64; ``query_ids`` if given,
     else ``0..Q-1``), one float64 column per requested metric (named exactly as requested)
     and one bool column ``"<metric>:dropped"`` per metric (value 0.0 where dropped).
+    ``convention`` (``default``, ``letor3``, ``letor4``; module docstring) selects the
+    evaluation convention; a LETOR convention fixes ``empty_query`` (ignored) and requires
+    ``ties="stable"``.
 
     >>> import numpy as np
     >>> df = evaluate(np.array([1.0, 1.0]), np.array([0.0, 1.0]), np.array([0, 2]),
@@ -190,7 +255,13 @@ def evaluate(
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise ValueError(f"metric(s) requested twice: {duplicates}")
+    _check_choice("convention", convention, CONVENTIONS)
     scores, labels, offsets = _validate(scores, labels, query_offsets)
+    if convention != "default":
+        _check_letor(convention, specs, ties, labels, offsets)
+    elif any(s.kind == "mean_ndcg" for s in specs):
+        raise ValueError("metric 'mean_ndcg' (Eval-Score-4.0.pl's MeanNDCG) is defined only under "
+                         "convention 'letor4'")
     n_queries = len(offsets) - 1
     if query_ids is None:
         qids = np.arange(n_queries, dtype=np.int64)
@@ -203,13 +274,67 @@ def evaluate(
             )
         qids = qids.astype(np.int64)
     ranking = _Ranking(scores, labels, offsets, ties)
+    compute = _COMPUTE if convention == "default" else {
+        kind: (lambda r, spec, _e, _f=fn: _f(_LetorTables.of(r, convention), spec))
+        for kind, fn in _LETOR_COMPUTE.items()
+    }
     values: dict[str, np.ndarray] = {}
     dropped: dict[str, np.ndarray] = {}
     for spec in specs:
-        value, drop = _COMPUTE[spec.kind](ranking, spec, empty_query)
+        value, drop = compute[spec.kind](ranking, spec, empty_query)
         values[spec.name] = np.where(drop, 0.0, value).astype(np.float64)
         dropped[spec.name + ":dropped"] = drop.astype(bool)
     return pd.DataFrame({"query": qids, **values, **dropped})
+
+
+def metric_convention(metric: str, convention: str) -> str:
+    """The convention ``metric`` is computed under when a dataset's convention is ``convention``.
+
+    A LETOR convention grades the metrics its official script defines (NDCG@k, P@k, MAP and,
+    for 4.0, MeanNDCG); the others (MRR, OPA, ARP, recall) keep the default definitions.
+
+    >>> metric_convention("ndcg@10", "letor4"), metric_convention("mrr", "letor4")
+    ('letor4', 'default')
+    """
+    _check_choice("convention", convention, CONVENTIONS)
+    if convention == "default":
+        return "default"
+    return convention if parse_metric(metric).kind in LETOR_KINDS[convention] else "default"
+
+
+def evaluate_with_convention(
+    scores: np.ndarray,
+    labels: np.ndarray,
+    query_offsets: np.ndarray,
+    metrics: Sequence[str],
+    convention: str = "default",
+    *,
+    empty_query: str = "one",
+    ties: str = "stable",
+    query_ids: np.ndarray | None = None,
+) -> pd.DataFrame:
+    """:func:`evaluate` with a dataset's convention: each metric under :func:`metric_convention`.
+
+    Same frame as :func:`evaluate` (columns in the requested order); with ``convention =
+    "default"`` it is exactly ``evaluate(...)``.
+
+    >>> import numpy as np
+    >>> df = evaluate_with_convention(np.array([0.0, 1.0]), np.array([1.0, 0.0]), np.array([0, 2]),
+    ...                               ["ndcg@1", "mrr"], "letor4")
+    >>> float(df["ndcg@1"][0]), float(df["mrr"][0])
+    (0.0, 0.5)
+    """
+    if isinstance(metrics, str):
+        metrics = [metrics]
+    groups: dict[str, list[str]] = {}
+    for name in metrics:
+        groups.setdefault(metric_convention(name, convention), []).append(name)
+    frames = [evaluate(scores, labels, query_offsets, names, empty_query=empty_query, ties=ties,
+                       query_ids=query_ids, convention=conv) for conv, names in groups.items()]
+    if len(frames) == 1:
+        return frames[0]
+    merged = pd.concat([frames[0]] + [f.drop(columns="query") for f in frames[1:]], axis=1)
+    return merged[["query", *metrics, *(m + ":dropped" for m in metrics)]]
 
 
 def summarize(frame: pd.DataFrame, metrics: Sequence[str] | None = None) -> dict[str, float]:
@@ -237,6 +362,30 @@ def summarize(frame: pd.DataFrame, metrics: Sequence[str] | None = None) -> dict
 def _check_choice(key: str, value: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
         raise ValueError(f"{key}={value!r} is not one of {list(choices)}")
+
+
+def _check_letor(convention, specs, ties, labels, offsets) -> None:
+    """A LETOR convention's preconditions: its metric kinds, stable ties, labels 0/1/2."""
+    script = LETOR_SCRIPTS[convention]
+    bad = [s.name for s in specs if s.kind not in LETOR_KINDS[convention]]
+    if bad:
+        allowed = {"ndcg": "ndcg@K", "precision": "precision@K", "map": "map", "mean_ndcg": "mean_ndcg"}
+        raise ValueError(
+            f"metric(s) {bad} are not defined under convention {convention!r} ({script} computes "
+            f"only {[allowed[k] for k in LETOR_KINDS[convention]]}); evaluate them under "
+            "convention 'default'"
+        )
+    if ties != "stable":
+        raise ValueError(f"convention {convention!r} keeps score ties in file order ({script}); "
+                         f"ties must be 'stable', got {ties!r}")
+    off = np.flatnonzero((labels != 0) & (labels != 1) & (labels != 2))
+    if off.size:
+        q = int(np.searchsorted(offsets, off[0], side="right") - 1)
+        raise ValueError(
+            f"convention {convention!r} grades labels 0, 1 and 2 only ({script} would give any "
+            f"other label gain 0 and count it non-relevant); row {off[0]} (query {q}) has label "
+            f"{labels[off[0]]!r} ({off.size} such rows)"
+        )
 
 
 def _validate(scores, labels, query_offsets):
@@ -643,6 +792,113 @@ def _opa(r: _Ranking, spec: MetricSpec, empty_query: str):
 def _opa_arf(r: _Ranking, spec: MetricSpec, empty_query: str):
     correct, tied_label, all_pairs = r.pair_counts
     return _safe_div(correct + tied_label, all_pairs), all_pairs <= 0
+
+
+# ----------------------------------------------------------------------------------------
+# the LETOR conventions (Eval-Score-3.0.pl / Eval-Score-4.0.pl)
+
+
+def _letor_discount_terms(gain: np.ndarray) -> np.ndarray:
+    """Per position ``j`` (columns, 1-based): ``g`` for ``j <= 2``, else ``g * ln 2 / ln j``.
+
+    The logarithms come from ``math.log`` (the C library's, as Perl's ``log``), one per
+    position; the products and quotients are the scripts' float64 operations in their order.
+    """
+    width = gain.shape[1]
+    log_j = np.array([math.log(j) for j in range(1, width + 1)], dtype=np.float64)
+    log_j[:2] = 1.0  # positions 1 and 2 are not discounted
+    terms = gain * math.log(2.0) / log_j
+    terms[:, :2] = gain[:, :2]
+    return terms
+
+
+@dataclass
+class _LetorTables:
+    """Dense ``[Q, max_len]`` views of one ranking, accumulated position by position.
+
+    ``dcg``/``ideal``: cumulative DCG of the predicted / ideal order at each position;
+    ``hits``: cumulative number of relevant items; ``lengths``: list lengths ``n``. Columns at
+    and beyond ``n`` repeat the last value (padding adds exact zeros).
+    """
+
+    convention: str
+    lengths: np.ndarray
+    dcg: np.ndarray
+    ideal: np.ndarray
+    hits: np.ndarray
+
+    @classmethod
+    def of(cls, r: _Ranking, convention: str) -> "_LetorTables":
+        cached = getattr(r, "_letor_tables", None)
+        if cached is not None and cached.convention == convention:
+            return cached
+        width = max(r.max_len, 1)
+
+        def dense(x: np.ndarray) -> np.ndarray:
+            out = np.zeros((r.n_queries, width), dtype=np.float64)
+            out[r.qidx, r.pos] = x
+            return out
+
+        gain = dense(np.exp2(r.y) - 1.0)
+        ideal_gain = dense(np.exp2(r.y_ideal) - 1.0)
+        tables = cls(
+            convention=convention,
+            lengths=r.lengths.astype(np.int64),
+            dcg=np.cumsum(_letor_discount_terms(gain), axis=1),
+            ideal=np.cumsum(_letor_discount_terms(ideal_gain), axis=1),
+            hits=np.cumsum(dense(r.rel), axis=1),
+        )
+        r._letor_tables = tables
+        return tables
+
+    def at(self, table: np.ndarray, k: np.ndarray) -> np.ndarray:
+        """``table[q, k_q - 1]`` per query (0 where ``k_q < 1``)."""
+        col = np.clip(k - 1, 0, table.shape[1] - 1)
+        return np.where(k >= 1, table[np.arange(len(k)), col], 0.0)
+
+    def ndcg_columns(self) -> np.ndarray:
+        """NDCG@j at every position ``j`` (0 where the ideal DCG is 0 or ``j > n``)."""
+        exists = np.arange(1, self.dcg.shape[1] + 1)[None, :] <= self.lengths[:, None]
+        return np.where(exists & (self.ideal != 0), self.dcg / np.where(self.ideal != 0, self.ideal, 1.0), 0.0)
+
+
+def _letor_ndcg(t: _LetorTables, spec: MetricSpec):
+    k = t.lengths if spec.k is None else np.full(len(t.lengths), spec.k, dtype=np.int64)
+    dcg, ideal = t.at(t.dcg, k), t.at(t.ideal, k)
+    value = np.where((k <= t.lengths) & (ideal != 0), dcg / np.where(ideal != 0, ideal, 1.0), 0.0)
+    return value, np.zeros(len(k), dtype=bool)
+
+
+def _letor_precision(t: _LetorTables, spec: MetricSpec):
+    k = np.full(len(t.lengths), spec.k, dtype=np.int64)
+    value = t.at(t.hits, np.minimum(k, t.lengths)) / spec.k
+    if t.convention == "letor3":
+        value = np.where(k <= t.lengths, value, 0.0)
+    return value, np.zeros(len(k), dtype=bool)
+
+
+def _letor_map(t: _LetorTables, spec: MetricSpec):
+    n_pos = t.hits.shape[1]
+    rel = np.diff(t.hits, axis=1, prepend=0.0)
+    precisions = rel * t.hits / np.arange(1, n_pos + 1, dtype=np.float64)
+    total = np.cumsum(precisions, axis=1)[:, -1]
+    n_rel = t.hits[:, -1]
+    value = np.where(n_rel > 0, total / np.where(n_rel > 0, n_rel, 1.0), 0.0)
+    return value, np.zeros(len(value), dtype=bool)
+
+
+def _letor_mean_ndcg(t: _LetorTables, spec: MetricSpec):
+    total = np.cumsum(t.ndcg_columns(), axis=1)[:, -1]
+    value = np.where(t.lengths > 0, total / np.maximum(t.lengths, 1), 0.0)
+    return value, np.zeros(len(value), dtype=bool)
+
+
+_LETOR_COMPUTE = {
+    "ndcg": _letor_ndcg,
+    "precision": _letor_precision,
+    "map": _letor_map,
+    "mean_ndcg": _letor_mean_ndcg,
+}
 
 
 _COMPUTE = {

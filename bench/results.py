@@ -17,7 +17,10 @@ failed run leaves nothing behind):
 
 A **per-query frame** (``ltr-bench evaluate``'s output, the frozen baselines, what
 ``ltr-bench stats`` reads) has the key columns :data:`KEY_COLUMNS`, one float column per
-metric and one bool ``<metric>:dropped`` column per metric. Test-list-size variants carry
+metric and one bool ``<metric>:dropped`` column per metric, and ``convention`` (the
+evaluation convention its values follow: ``default``, ``letor3`` or ``letor4``; for a LETOR
+convention, metrics its script does not define follow ``default``,
+:func:`bench.metrics.metric_convention`). Test-list-size variants carry
 ``dataset = "<dataset>@Ltest=<L>"`` (:func:`dataset_key`).
 
 >>> dataset_key("mslr-web30k", 40), dataset_key("mslr-web30k", None)
@@ -59,6 +62,10 @@ RUN_JSON_KEYS = (
 )
 # the columns that identify one row of a per-query frame, in their order in the files
 KEY_COLUMNS = ("dataset", "fold", "seed", "method", "query")
+# the evaluation convention of a per-query frame's metric values (bench.metrics.CONVENTIONS)
+CONVENTION_COLUMN = "convention"
+# per-query columns that are neither keys nor metrics
+INFO_COLUMNS = ("l_test", CONVENTION_COLUMN)
 
 
 def dataset_key(dataset: str, l_test: int | None) -> str:
@@ -66,12 +73,16 @@ def dataset_key(dataset: str, l_test: int | None) -> str:
     return dataset if not l_test else f"{dataset}@Ltest={int(l_test)}"
 
 
-def label_metrics(frame: pd.DataFrame, *, dataset: str, fold: str, method: str, seed: int) -> pd.DataFrame:
-    """Prefix ``dataset, fold, method, seed`` columns to an ``evaluate`` frame."""
+def label_metrics(frame: pd.DataFrame, *, dataset: str, fold: str, method: str, seed: int,
+                  convention: str = "default") -> pd.DataFrame:
+    """Prefix ``dataset, fold, method, seed`` columns to an ``evaluate`` frame and append its
+    ``convention`` column."""
     ident = pd.DataFrame(
         {"dataset": dataset, "fold": fold, "method": method, "seed": np.int64(seed)}, index=frame.index
     )
-    return pd.concat([ident, frame], axis=1)
+    out = pd.concat([ident, frame], axis=1)
+    out[CONVENTION_COLUMN] = convention
+    return out
 
 
 def write_run(

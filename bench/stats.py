@@ -56,7 +56,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from bench.errors import UsageError
-from bench.results import KEY_COLUMNS, write_frame
+from bench.results import INFO_COLUMNS, KEY_COLUMNS, write_frame
 from bench.seeds import derive_seed
 
 RESULT_COLUMNS = (
@@ -366,7 +366,8 @@ def load_per_query(inputs: Sequence[str]) -> pd.DataFrame:
 def _cli_stats(args) -> int:
     per_query = load_per_query(args.inputs)
     metrics = args.metrics or [
-        c for c in per_query.columns if c not in KEY_COLUMNS and not c.endswith(":dropped")
+        c for c in per_query.columns
+        if c not in KEY_COLUMNS and c not in INFO_COLUMNS and not c.endswith(":dropped")
     ]
     absent = [m for m in metrics if m not in per_query.columns]
     if absent:

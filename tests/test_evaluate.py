@@ -83,3 +83,98 @@ def test_cli_writes_parquet(prepared, tmp_path, capsys):
     assert main(["evaluate", "--prepared", str(prepared), "--dataset", "syn", "--fold", "Fold1",
                  "--runs", "[{\"method\": 1}]", "--metrics", "opa", "--out", str(out)]) == 2
     assert "--runs" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def letor_fold(tmp_path_factory):
+    """The LETOR oracle fixture (tests/fixtures/letor) prepared as a file-based fold."""
+    from helpers import ROOT
+
+    import shutil
+
+    fixture = tmp_path_factory.mktemp("letor")  # a copy: prepare writes checksum sidecars beside its sources
+    for name in ("random.test.txt", "random.scores.txt", "eval-4.0.txt"):
+        shutil.copy(ROOT / "tests" / "fixtures" / "letor" / name, fixture / name)
+    out = tmp_path_factory.mktemp("prep") / "letor" / "Fold1"
+    prepare_fold("letor-fixture", "Fold1", out, {"vali_fraction": 0.5},
+                 files={"train": fixture / "random.test.txt", "test": fixture / "random.test.txt"}, log=lambda m: None)
+    scores = np.array([float(t) for t in (fixture / "random.scores.txt").read_text().split()])
+    return out, scores, fixture
+
+
+def test_letor4_convention_through_prepare_and_evaluate_equals_the_official_script(letor_fold, tmp_path):
+    out, scores, fixture = letor_fold
+    # scores.npy is float32: the cast is monotone and merges no two distinct scores, so the
+    # ranking and its ties are those the official script saw
+    assert len(np.unique(scores.astype(np.float32))) == len(np.unique(scores))
+    names = ["ndcg@1", "ndcg@10", "precision@10", "map", "mean_ndcg", "mrr"]
+    frame = evaluate_runs(out, [_run(tmp_path, "m", scores)], names, dataset="mq", fold="Fold1", convention="letor4")
+    assert (frame["convention"] == "letor4").all()
+    official = {}
+    for line in (fixture / "eval-4.0.txt").read_text().splitlines():
+        cells = line.split("\t")
+        if cells[0] == "qid":
+            header = cells[1:]
+        elif cells[0] not in ("", "Average"):
+            official.setdefault(int(cells[0]), {}).update(zip(header, map(float, cells[1:])))
+    column = {"ndcg@1": "NDCG@1", "ndcg@10": "NDCG@10", "precision@10": "P@10", "map": "MAP", "mean_ndcg": "MeanNDCG"}
+    for name, col in column.items():
+        theirs = np.array([official[int(q)][col] for q in frame["query"]])
+        assert np.abs(frame[name].to_numpy() - theirs).max() <= 5e-5 + 1e-12, name
+    assert len(frame) == 60
+    # mrr is not defined by Eval-Score-4.0.pl: graded the default way
+    test = load_prepared(out).splits["test"]
+    direct = evaluate(scores, np.asarray(test.labels, np.float64), np.asarray(test.offsets), ["mrr"])
+    np.testing.assert_array_equal(frame["mrr"].to_numpy(), direct["mrr"].to_numpy())
+
+
+def _finished_run(tmp_path, prepared, scores, name="run"):
+    run = _run(tmp_path, name, scores)
+    info = {"prepared_dir": str(prepared), "dataset_fingerprint": load_prepared(prepared).fingerprint}
+    (tmp_path / name / "run.json").write_text(json.dumps(info))
+    return tmp_path / name
+
+
+def test_export_scores_writes_the_test_files_line_order(letor_fold, tmp_path):
+    from bench.cli import main
+    from bench.evaluate import export_scores
+
+    out, scores, fixture = letor_fold
+    run = _finished_run(tmp_path, out, scores)
+    target = tmp_path / "scores.txt"
+    assert main(["export-scores", "--run", str(run), "--out", str(target)]) == 0
+    lines = target.read_text().splitlines()
+    n_lines = len((fixture / "random.test.txt").read_bytes().splitlines())
+    assert len(lines) == n_lines == export_scores(run, tmp_path / "again.txt")
+    back = np.array([float(v) for v in lines])
+    np.testing.assert_array_equal(back, scores.astype(np.float32).astype(np.float64))  # exact, file order
+    # the official script would rank exactly as the suite: re-grading the exported file is identical
+    test = load_prepared(out).splits["test"]
+    names = ["ndcg@10", "precision@10", "map", "mean_ndcg"]
+    direct = evaluate(back, np.asarray(test.labels, np.float64), np.asarray(test.offsets), names, convention="letor4")
+    frame = evaluate_runs(out, [{"method": "run", "seed": 0, "dir": str(run)}], names, dataset="mq", fold="Fold1",
+                          convention="letor4")
+    np.testing.assert_array_equal(frame[names].to_numpy(), direct[names].to_numpy())
+
+
+def test_export_scores_refuses_what_cannot_be_put_in_file_order(letor_fold, tmp_path):
+    from bench.errors import UsageError
+    from bench.evaluate import export_scores
+
+    out, scores, fixture = letor_fold
+    holes = scores.copy()
+    holes[3] = np.nan
+    with pytest.raises(UsageError, match="train.test_list_size"):
+        export_scores(_finished_run(tmp_path, out, holes, "holes"), tmp_path / "x.txt")
+    with pytest.raises(UsageError, match="1164 scores for the 1165 test documents"):
+        export_scores(_finished_run(tmp_path, out, scores[:-1], "short"), tmp_path / "x.txt")
+    arf = tmp_path / "prep-arf" / "Fold1"
+    prepare_fold("letor-fixture", "Fold1", arf, {"arf_filter": True, "arf_min_docs": 2, "arf_min_positive": 1,
+                                                 "arf_max_docs": 5, "vali_fraction": 0.5},
+                 files={"train": fixture / "random.test.txt", "test": fixture / "random.test.txt"}, log=lambda m: None)
+    n = load_prepared(arf).splits["test"].n_docs
+    with pytest.raises(UsageError, match="arf_filter.*arf_splits"):
+        export_scores(_finished_run(tmp_path, arf, np.zeros(n), "arf"), tmp_path / "x.txt")
+    with pytest.raises(UsageError, match="fingerprint differs"):
+        export_scores(_finished_run(tmp_path, out, scores, "moved"), tmp_path / "x.txt", prepared_dir=arf)
+    assert not (tmp_path / "x.txt").exists()

@@ -191,7 +191,7 @@ def run_config(config: dict[str, Any], experiment: str, dataset: str, method: st
     protocol_name = experiment_protocol(config, experiment)
     protocol = config["protocols"][protocol_name]
     spec = {k: copy.deepcopy(v) for k, v in method_spec(config, experiment, method).items() if k != "label"}
-    metrics = dict(config["evaluation"])
+    metrics = metric_conventions(config, dataset)
     if "metrics" in protocol:
         metrics["names"] = list(protocol["metrics"])
     model, train = protocol_for_dataset(config, protocol_name, dataset)
@@ -243,7 +243,7 @@ def study_protocol(config: dict[str, Any], protocol: str, dataset: str) -> dict[
         "model": model,
         "train": train,
         "seeds": list(config["protocols"][protocol]["seeds"]),
-        "evaluation": dict(config["evaluation"]),
+        "evaluation": metric_conventions(config, dataset),
         "metrics": list(config["freeze"]["metrics"]),
     }
 
@@ -367,10 +367,42 @@ def evaluated_runs(config: dict[str, Any], name: str, dataset: str, fold: str) -
             for m in ev.methods for s in ev.seeds]
 
 
+def dataset_convention(config: dict[str, Any], dataset: str) -> str:
+    """The evaluation convention (``bench.metrics.CONVENTIONS``) of ``dataset``.
+
+    ``evaluation.convention`` other than ``dataset`` applies to every dataset; ``dataset``
+    (the default) takes ``datasets.<name>.convention``, else the registry entry of the
+    dataset's ``source`` (LETOR 3.0 sets ``letor3``, MQ2007/MQ2008 ``letor4``), else
+    ``default`` (synthetic data, a source the registry does not know).
+    """
+    chosen = config.get("evaluation", {}).get("convention", "dataset")
+    if chosen != "dataset":
+        return chosen
+    ds = config["datasets"][dataset]
+    if ds.get("convention"):
+        return ds["convention"]
+    from bench.data.registry import REGISTRY
+
+    entry = REGISTRY.get(ds.get("source", dataset))
+    return entry.convention if entry is not None else "default"
+
+
+def metric_conventions(config: dict[str, Any], dataset: str) -> dict[str, Any]:
+    """What a run or an evaluation on ``dataset`` is graded by: ``empty_query``, ``ties`` and,
+    when it is not ``default``, the dataset's ``convention`` (so configs and protocol hashes of
+    default-convention datasets stay as they were)."""
+    out = {k: v for k, v in config["evaluation"].items() if k != "convention"}
+    convention = dataset_convention(config, dataset)
+    if convention != "default":
+        out["convention"] = convention
+    return out
+
+
 def evaluate_args(config: dict[str, Any], name: str, dataset: str) -> list[str]:
     """``ltr-bench evaluate``'s metric and convention arguments for evaluation ``name``."""
     ev, conventions = evaluation(config, name, dataset), config["evaluation"]
-    args = ["--metrics", *ev.metrics, "--empty-query", conventions["empty_query"], "--ties", conventions["ties"]]
+    args = ["--metrics", *ev.metrics, "--empty-query", conventions["empty_query"], "--ties", conventions["ties"],
+            "--convention", dataset_convention(config, dataset)]
     return args + (["--list-sizes", *map(str, ev.list_sizes)] if ev.list_sizes else [])
 
 
@@ -422,6 +454,7 @@ def table_spec(config: dict[str, Any], table: str) -> dict[str, Any]:
         "l_train": spec.get("l_train", {}),
         "stats": config["stats"],
         "evaluation": config["evaluation"],
+        "conventions": {ds: dataset_convention(config, ds) for ds in table_datasets(config, table)},
         "paper": spec.get("paper"),
         "source": TABLE_SOURCES.get(table),
     }

@@ -68,21 +68,26 @@ def method_entry(config: dict[str, Any], method: str) -> dict[str, Any]:
 
 
 def resolve_metrics_config(cfg: Any, *, key: str = "metrics") -> dict[str, Any]:
-    """``metrics`` config: a list of names, or ``{names, empty_query, ties}``; defaults filled."""
+    """``metrics`` config: a list of names, or ``{names, empty_query, ties[, convention]}``; defaults filled.
+
+    ``convention`` (``default``, ``letor3``, ``letor4``; absent means ``default``) is the
+    dataset's evaluation convention (:func:`bench.metrics.metric_convention` per metric).
+    """
     if cfg is None:
         cfg = {}
     if isinstance(cfg, (list, tuple)):
         cfg = {"names": list(cfg)}
     if not isinstance(cfg, dict):
         raise ConfigError(f"{key}: expected a list of metric names or a mapping, got {type(cfg).__name__}")
-    unknown = sorted(set(cfg) - set(METRIC_DEFAULTS))
+    known = (*METRIC_DEFAULTS, "convention")
+    unknown = sorted(set(cfg) - set(known))
     if unknown:
-        raise ConfigError(f"{key}.{unknown[0]}: unknown key; known keys: {', '.join(METRIC_DEFAULTS)}")
+        raise ConfigError(f"{key}.{unknown[0]}: unknown key; known keys: {', '.join(known)}")
     out = {**METRIC_DEFAULTS, **cfg}
     names = out["names"]
     if not isinstance(names, (list, tuple)) or not names or not all(isinstance(n, str) for n in names):
         raise ConfigError(f"{key}.names: expected a non-empty list of metric names, got {names!r}")
-    from bench.metrics import EMPTY_QUERY_CHOICES, TIES_CHOICES, parse_metric
+    from bench.metrics import CONVENTIONS, EMPTY_QUERY_CHOICES, TIES_CHOICES, parse_metric
 
     for i, name in enumerate(names):
         try:
@@ -93,5 +98,11 @@ def resolve_metrics_config(cfg: Any, *, key: str = "metrics") -> dict[str, Any]:
         raise ConfigError(f"{key}.empty_query: must be one of {EMPTY_QUERY_CHOICES}, got {out['empty_query']!r}")
     if out["ties"] not in TIES_CHOICES:
         raise ConfigError(f"{key}.ties: must be one of {TIES_CHOICES}, got {out['ties']!r}")
+    convention = out.get("convention", "default")
+    if convention not in CONVENTIONS:
+        raise ConfigError(f"{key}.convention: must be one of {CONVENTIONS}, got {convention!r}")
+    if convention != "default" and out["ties"] != "stable":
+        raise ConfigError(f"{key}.ties: convention {convention!r} keeps score ties in file order; ties must be "
+                          f"'stable', got {out['ties']!r}")
     out["names"] = list(dict.fromkeys(names))
     return out

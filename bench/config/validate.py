@@ -28,7 +28,7 @@ from typing import Any, Iterable
 import jsonschema
 import yaml
 
-from bench.config.plan import compare_method_name, merged_model, resolve_role, table_datasets
+from bench.config.plan import compare_method_name, dataset_convention, merged_model, resolve_role, table_datasets
 from bench.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -167,6 +167,20 @@ def check_model(model: dict[str, Any], where: str) -> None:
         raise ConfigError(f"config key '{where}.hidden': model type '{kind}' takes {want}, got {hidden!r}")
 
 
+def check_conventions(config: dict[str, Any]) -> None:
+    """A LETOR evaluation convention keeps score ties in file order: ``evaluation.ties`` must be
+    ``stable`` when any dataset is graded by one."""
+    if config.get("evaluation", {}).get("ties", "stable") == "stable":
+        return
+    for name in config["datasets"]:
+        convention = dataset_convention(config, name)
+        if convention != "default":
+            raise ConfigError(
+                f"config key 'evaluation.ties': dataset '{name}' is graded by convention '{convention}', which "
+                "keeps score ties in file order; set ties: stable (or evaluation.convention: default)"
+            )
+
+
 def check_references(config: dict[str, Any]) -> None:
     """Every protocol, method, dataset and role a table/figure/freeze names must exist."""
     datasets, protocols, methods = config["datasets"], config["protocols"], config["methods"]
@@ -218,6 +232,7 @@ def check_references(config: dict[str, Any]) -> None:
         if freeze["datasets"] != "all":
             for i, role in enumerate(freeze["datasets"]):
                 _require(datasets, resolve_role(config, role), f"freeze.datasets.{i}", "dataset or role")
+    check_conventions(config)
     compare = config.get("compare", {})
     if compare.get("losses") and not freeze:
         raise ConfigError("config key 'compare.losses': comparing needs a 'freeze' section (the frozen protocol)")

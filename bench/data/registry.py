@@ -64,6 +64,10 @@ class Dataset:
     file_sha256: dict[str, str] = field(default_factory=dict)  # extracted relpath -> sha256
     synthetic: bool = False
     notes: str = ""
+    # the evaluation convention of the dataset's community (bench.metrics.CONVENTIONS):
+    # LETOR 3.0 sets are graded by Eval-Score-3.0.pl, LETOR 4.0 sets by Eval-Score-4.0.pl,
+    # the others the LightGBM way ("default")
+    convention: str = "default"
 
     @property
     def raw_group(self) -> str:
@@ -108,7 +112,7 @@ def _letor3(name: str, collection_dir: str, n_features: int, labels: tuple[float
         archive=archive, archive_format="rar", manual=True, group=group, folds=_FOLDS5,
         splits={s: tuple(f"{collection_dir}/{p}" for p in pats) for s, pats in _LETOR3_SPLITS.items()}
         if collection_dir else _LETOR3_SPLITS,
-        prefer=("querylevelnorm",),
+        prefer=("querylevelnorm",), convention="letor3",
         notes="Feature_null copies write the string NULL (see null_value).")
 
 
@@ -175,6 +179,7 @@ _BUILTIN = [
               n_features=46, label_range=(0.0, 2.0),
               licence="LETOR 4.0 terms (research use; licence page)",
               homepage="https://www.microsoft.com/en-us/research/project/letor-learning-rank-information-retrieval/letor-4-0/",
+              convention="letor4",
               notes="Already query-normalised; '# docid = ...' comments.")
       for year in (2007, 2008)],
     _letor3("ohsumed", "", 45, (0.0, 2.0), "OHSUMED.rar", "letor3-ohsumed"),

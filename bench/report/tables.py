@@ -44,7 +44,7 @@ from typing import Any
 
 import pandas as pd
 
-from bench.metrics import conventions_caption, higher_is_better
+from bench.metrics import LETOR_KINDS, conventions_caption, higher_is_better, parse_metric
 from bench.results import dataset_key
 TEST_NAMES = {
     "t": "one-sided paired t-test",
@@ -172,10 +172,35 @@ def caption(spec: dict[str, Any], has_paper: bool) -> str:
         f"({TEST_NAMES.get(stats['test'], stats['test'])} on per-query values (seed-averaged) against the best, "
         f"{corr}, alpha = {stats['alpha']})."
     )
-    parts.append(conventions_caption(ev["empty_query"], ev["ties"]))
+    parts.extend(_convention_parts(spec, ev))
     if has_paper:
         parts.append("paper (Δ): the number printed in the source paper and ours minus it.")
     return " ".join(parts)
+
+
+def _convention_parts(spec: dict[str, Any], ev: dict[str, Any]) -> list[str]:
+    """The caption's metric conventions: one paragraph per evaluation convention in the table.
+
+    ``spec["conventions"]`` maps dataset -> convention (``bench.config.plan.table_spec``); a
+    table whose datasets all use the default convention gets exactly the default caption.
+    When several conventions meet in one table, each paragraph names its datasets.
+    """
+    per_dataset = spec.get("conventions") or {}
+    labels = {ds["name"]: ds.get("label") or ds["name"] for ds in spec.get("datasets", [])}
+    used = list(dict.fromkeys(per_dataset.values())) or ["default"]
+    parts = []
+    for convention in used:
+        text = conventions_caption(ev["empty_query"], ev["ties"], convention)
+        if convention != "default":
+            kinds = {parse_metric(m).kind for m in spec.get("metrics", [])}
+            if kinds - set(LETOR_KINDS[convention]):
+                text += (" Metrics the script does not define (MRR, OPA, ARP, recall) follow the suite's "
+                         "default convention.")
+        if len(used) > 1:
+            names = ", ".join(labels.get(d, d) for d, c in per_dataset.items() if c == convention)
+            text = f"{names}: {text}"
+        parts.append(text)
+    return parts
 
 
 def build_table(stats: pd.DataFrame, spec: dict[str, Any], paper: pd.DataFrame | None = None) -> Table:

@@ -86,14 +86,16 @@ def evaluate_split(
     names: list[str] | None = None,
     query_ids: np.ndarray | None = None,
 ) -> pd.DataFrame:
-    """Per-query metrics through :func:`bench.metrics.evaluate`, the suite's only metric code."""
-    from bench.metrics import evaluate
+    """Per-query metrics through :func:`bench.metrics.evaluate`, the suite's only metric code,
+    under the dataset's convention (``metrics["convention"]``, ``default`` when absent)."""
+    from bench.metrics import evaluate_with_convention
 
-    return evaluate(
+    return evaluate_with_convention(
         np.asarray(scores),
         np.asarray(labels),
         np.asarray(offsets),
         list(names if names is not None else metrics["names"]),
+        metrics.get("convention", "default"),
         empty_query=metrics["empty_query"],
         ties=metrics["ties"],
         query_ids=query_ids,
@@ -115,6 +117,8 @@ def write_result(out_dir: str | os.PathLike, run: RunFold, output: RunOutput, *,
     """Provenance header + the trainer's facts -> ``run.json``; write the run directory."""
     header = run_header(kind=kind, identity=run.identity, config=config, device_requested=device_requested,
                         protocol=protocol, fingerprint=run.prepared.fingerprint, prepared_dir=run.prepared_dir)
-    metrics = label_metrics(output.frame, **run.identity)
+    graded = config.get("metrics") if isinstance(config, dict) else None
+    convention = graded.get("convention", "default") if isinstance(graded, dict) else "default"
+    metrics = label_metrics(output.frame, **run.identity, convention=convention)
     return write_run(out_dir, scores=output.scores, metrics=metrics, curve=output.curve,
                      run_info={**header, **output.facts})

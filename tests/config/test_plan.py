@@ -135,3 +135,36 @@ def test_command_arguments_for_stats_and_the_scaling_benchmark(cfg):
     spec = cfg["figures"]["scaling_figure"]
     assert args[args.index("--lengths") + 1] == ",".join(map(str, spec["sizes"]))
     assert args[args.index("--losses") + 1] == ",".join(spec["losses"])
+
+
+def test_each_dataset_is_graded_by_its_communitys_convention():
+    default = cv.load_config()
+    assert {plan.dataset_convention(default, ds) for ds in default["datasets"]} == {"default"}  # synthetic
+    paper = cv.load_config(ROOT / "config" / "paper.yaml")
+    got = {ds: plan.dataset_convention(paper, ds) for ds in ("mq2007", "mq2008", "ohsumed", "td2003", "np2004",
+                                                             "mslr-web30k", "yahoo-set1", "istella")}
+    assert got == {"mq2007": "letor4", "mq2008": "letor4", "ohsumed": "letor3", "td2003": "letor3",
+                   "np2004": "letor3", "mslr-web30k": "default", "yahoo-set1": "default", "istella": "default"}
+    spec = plan.table_spec(paper, "sinkprop_letor")
+    assert spec["conventions"]["mq2008"] == "letor4" and spec["conventions"]["ohsumed"] == "letor3"
+    args = plan.evaluate_args(paper, "sinkprop_letor", "mq2008")
+    assert args[args.index("--convention") + 1] == "letor4"
+    run = plan.run_config(paper, "letor", "ohsumed", "listnet")
+    assert run["metrics"]["convention"] == "letor3"
+    # default-convention datasets keep their run configs and frozen-protocol hashes unchanged
+    assert "convention" not in plan.run_config(paper, "unified", "mslr-web30k", "listnet")["metrics"]
+    assert "convention" not in plan.study_protocol(default, "unified", "syn-web")["evaluation"]
+
+
+def test_convention_config_global_and_per_dataset():
+    paper = ROOT / "config" / "paper.yaml"
+    forced = cv.load_config(paper, overrides={"evaluation": {"convention": "default"}})
+    assert plan.dataset_convention(forced, "mq2008") == "default"
+    one = cv.load_config(paper, overrides={"datasets": {"mslr-web30k": {"convention": "letor4"}}})
+    assert plan.dataset_convention(one, "mslr-web30k") == "letor4"
+    syn = cv.load_config(overrides={"evaluation": {"convention": "letor3"}})
+    assert plan.dataset_convention(syn, "syn-web") == "letor3"
+    with pytest.raises(ConfigError, match="evaluation.convention"):
+        cv.load_config(overrides={"evaluation": {"convention": "letor5"}})
+    with pytest.raises(ConfigError, match=r"evaluation.ties.*mq2007.*letor4"):
+        cv.load_config(paper, overrides={"evaluation": {"ties": "expected"}})

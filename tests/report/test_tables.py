@@ -209,3 +209,18 @@ def test_paper_profile_tables_get_the_transcribed_paper_column():
     table = T.build_table(stats, spec, load_paper_numbers())
     assert table.blocks[0].header == ["Method", "NDCG@10", "paper (Δ)"]
     assert table.blocks[0].rows[0][2].text == "0.4464 (+0.0036)"  # paper 0.446428
+
+
+def test_caption_names_each_datasets_evaluation_convention():
+    from bench.metrics import conventions_caption
+
+    base = {"evaluation": {"empty_query": "one", "ties": "stable"}, "metrics": ["ndcg@10", "mrr"],
+            "datasets": [{"name": "mq2008", "label": "MQ2008"}, {"name": "mslr-web30k", "label": "MSLR"}]}
+    only_default = T.caption({**base, "conventions": {"mq2008": "default", "mslr-web30k": "default"}}, False)
+    assert only_default == T.caption({k: v for k, v in base.items()}, False)  # default tables unchanged
+    assert only_default.endswith(conventions_caption("one", "stable"))
+    mixed = T.caption({**base, "conventions": {"mq2008": "letor4", "mslr-web30k": "default"}}, False)
+    assert "MQ2008: LETOR 4.0 evaluation" in mixed and "Eval-Score-4.0.pl" in mixed
+    assert "MSLR: Gain 2^y-1" in mixed and "MRR, OPA, ARP, recall) follow the suite's default" in mixed
+    letor = T.caption({**base, "metrics": ["ndcg@10", "map"], "conventions": {"mq2008": "letor4"}}, False)
+    assert "Eval-Score-4.0.pl" in letor and "Gain 2^y-1" not in letor and "does not define" not in letor

@@ -247,7 +247,7 @@ def recall_grid(per_query: pd.DataFrame, methods: list[str], m_grid: list[int], 
 
 
 def recall_heatmap(grid: pd.DataFrame, labels: dict[str, str] | None = None):
-    """One heatmap per method of :func:`recall_grid`'s table; titles name the recall variant."""
+    """One heatmap per method of :func:`recall_grid`'s table; the colour bar names the variant."""
     variant = " (ARF eq. 4: / k)" if "metric" in grid and (grid.metric == "recall_arf").all() else ""
     methods = list(dict.fromkeys(grid.method))
     labels = labels or {}
@@ -267,7 +267,7 @@ def recall_heatmap(grid: pd.DataFrame, labels: dict[str, str] | None = None):
         ax.set_yticks(range(mat.shape[0]), [str(m) for m in mat.index])
         ax.set_xlabel("k (size of the true top-k)")
         ax.set_ylabel("m (predicted top-m kept)")
-        ax.set_title(f"{labels.get(method, method)}: Recall@m@k{variant}", fontsize=9)
+        ax.set_title(f"{labels.get(method, method)}: Recall@m@k", fontsize=9)
     fig.colorbar(image, ax=list(axes.flat), shrink=0.85, label=f"mean Recall@m@k{variant}")
     return fig
 

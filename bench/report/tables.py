@@ -60,13 +60,15 @@ def metric_label(metric: str) -> str:
     >>> metric_label("ndcg@10"), metric_label("ndcg@max"), metric_label("arp"), metric_label("recall@30@15")
     ('NDCG@10', 'NDCG', 'ARP ↓', 'Recall@30@15')
     >>> metric_label("recall_arf@30@15")  # ARF eq. 4 (divides by k; the caption says so)
-    'Recall (ARF)@30@15'
+    'Recall@30@15 (ARF)'
     """
     if metric == "ndcg@max":
         return "NDCG"
     name, _, rest = metric.partition("@")
+    if name == "recall_arf":
+        return f"Recall@{rest} (ARF)"
     pretty = {"ndcg": "NDCG", "mrr": "MRR", "opa": "OPA", "opa_arf": "OPA (ARF)", "arp": "ARP ↓",
-              "recall": "Recall", "recall_arf": "Recall (ARF)", "map": "MAP", "precision": "P"}.get(name, name)
+              "recall": "Recall", "map": "MAP", "precision": "P"}.get(name, name)
     return f"{pretty}@{rest}" if rest else pretty
 
 

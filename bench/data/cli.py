@@ -5,7 +5,8 @@
 * ``fetch NAME [--url URL] [--raw-dir resources/raw] [--registry JSON] [--no-extract]``.
 * ``prepare SOURCE --fold FOLD --out DIR [--options JSON] [--raw-dir D] [--registry JSON]
   [--force] [--checksum-cache DIR]`` (the sources' sha256 cache, default
-  ``results/cache/source-sha256``: never next to the data files); ``--options`` is a JSON object or ``@file.json`` (keys: bench.data.prepare).
+  ``results/cache/source-sha256``: never next to the data files); ``--options`` is a JSON
+  object or ``@file.json`` (keys: bench.data.prepare).
 * ``synthetic --out FILE.npz [--options JSON]``: one generator draw saved as X, y, qid
   (for inspection; the workflow uses ``prepare synthetic``).
 """

@@ -37,11 +37,15 @@ binary relevance :math:`y \ge 1` for MRR, MAP and precision):
   ranking by the tie rule avoids that and equals eq. 2 whenever scores are distinct.
 * ``arp``: :math:`\sum_j y_{\pi_j}\, j / \sum_j y_j` (PiRank eq. 4, graded labels);
   dropped when :math:`\sum y = 0`. Lower is better.
-* ``recall@m@k`` (ARF eq. 4): :math:`\frac{1}{k'}\sum_i 1(i \in \text{top-}m)\,w_i` with
-  :math:`k' = \min(k, n)`, :math:`w_i = 1` above the :math:`k'`-th largest label and
+* ``recall@m@k`` and ``recall_arf@m@k``: :math:`\frac{1}{D}\sum_i 1(i \in \text{top-}m)\,w_i`
+  with :math:`k' = \min(k, n)`, :math:`w_i = 1` above the :math:`k'`-th largest label and
   ``(k' - #above) / #tied`` for items tied with it (the expectation over random tie-breaks
-  of the ground-truth top-k). For ``n >= k`` this is eq. 4 exactly; dividing by ``k'``
-  lets a perfect ranking of a short list score 1. Dropped only for a query without items.
+  of the ground-truth top-k, which for ``n < k`` is the whole list). Two denominators, one
+  computation: ``recall`` (the suite's default) takes :math:`D = k'`, so a perfect ranking of
+  a list shorter than ``k`` scores 1; ``recall_arf`` is ARF's eq. 4 as printed,
+  :math:`D = k`, so such a list scores at most :math:`n/k` (what the ARF tables and figures
+  report; ARF's own preprocessing keeps lists of 40..200 items, where the two agree). For
+  ``n >= k`` both are eq. 4 exactly. Dropped only for a query without items.
 * ``map``: :math:`\frac{1}{R}\sum_{\text{relevant } i} \text{prec@}j_i`; ``R = 0`` is an
   empty query (``empty_query`` as for NDCG; ``one`` equals LightGBM's ``map@k``).
 * ``precision@k``: relevant items in the top ``k`` divided by ``k`` (trec_eval: a list
@@ -112,8 +116,8 @@ LETOR_KINDS = {"letor3": ("ndcg", "precision", "map"),
 # metric kinds where a smaller value is better (ARP, the average relevance position)
 LOWER_IS_BETTER = ("arp",)
 VALID_FORMS = (
-    "ndcg@K (K a positive integer or 'max'), mrr, opa, opa_arf, arp, recall@M@K, map, "
-    "precision@K, mean_ndcg (convention letor4 only)"
+    "ndcg@K (K a positive integer or 'max'), mrr, opa, opa_arf, arp, recall@M@K, "
+    "recall_arf@M@K (ARF eq. 4: divides by K), map, precision@K, mean_ndcg (convention letor4 only)"
 )
 # labels taking at most this many distinct values use the per-level pair counter (O(N*V));
 # others the merge counter (O(N log^2 L)); graded LTR labels have 2-5 levels.
@@ -121,19 +125,19 @@ _MAX_LEVELS_FOR_LEVEL_COUNTER = 32
 
 _PATTERN = re.compile(
     r"^(?:(?P<ndcg>ndcg)@(?P<ndcg_k>[1-9]\d*|max)|(?P<prec>precision)@(?P<prec_k>[1-9]\d*)"
-    r"|(?P<rec>recall)@(?P<rec_m>[1-9]\d*)@(?P<rec_k>[1-9]\d*)"
+    r"|(?P<rec>recall|recall_arf)@(?P<rec_m>[1-9]\d*)@(?P<rec_k>[1-9]\d*)"
     r"|(?P<plain>mrr|opa|opa_arf|arp|map|mean_ndcg))$"
 )
 
 
 @dataclass(frozen=True)
 class MetricSpec:
-    """A parsed metric name: ``kind`` in ndcg/precision/recall/mrr/opa/opa_arf/arp/map/mean_ndcg."""
+    """A parsed metric name: ``kind`` in ndcg/precision/recall/recall_arf/mrr/opa/opa_arf/arp/map/mean_ndcg."""
 
     name: str
     kind: str
     k: int | None = None  # None for ndcg@max
-    m: int | None = None  # recall@m@k only
+    m: int | None = None  # recall@m@k and recall_arf@m@k only
 
 
 def parse_metric(name: str) -> MetricSpec:
@@ -141,6 +145,8 @@ def parse_metric(name: str) -> MetricSpec:
 
     >>> parse_metric("recall@30@15")
     MetricSpec(name='recall@30@15', kind='recall', k=15, m=30)
+    >>> parse_metric("recall_arf@30@15").kind
+    'recall_arf'
     >>> parse_metric("ndcg@max").k is None
     True
     """
@@ -154,7 +160,7 @@ def parse_metric(name: str) -> MetricSpec:
     if g["prec"]:
         return MetricSpec(name, "precision", int(g["prec_k"]))
     if g["rec"]:
-        return MetricSpec(name, "recall", int(g["rec_k"]), int(g["rec_m"]))
+        return MetricSpec(name, g["rec"], int(g["rec_k"]), int(g["rec_m"]))
     return MetricSpec(name, g["plain"])
 
 
@@ -167,11 +173,24 @@ def higher_is_better(metric: str) -> bool:
     return parse_metric(metric).kind not in LOWER_IS_BETTER
 
 
-def conventions_caption(empty_query: str = "one", ties: str = "stable", convention: str = "default") -> str:
+# the caption's sentence on each recall variant (module docstring)
+RECALL_CAPTIONS = {
+    "recall": "Recall@m@k shares the k-th place equally among label ties and divides by min(k, list "
+              "length).",
+    "recall_arf": "Recall@m@k (ARF) follows ARF eq. 4: it shares the k-th place equally among label ties "
+                  "and divides by k, so a list shorter than k scores at most its length / k.",
+}
+
+
+def conventions_caption(empty_query: str = "one", ties: str = "stable", convention: str = "default",
+                        metrics: Sequence[str] | None = None) -> str:
     """One-paragraph caption naming every metric convention, for table footers.
 
     Under a LETOR convention the caption names the official script and its rules
     (``empty_query`` and ``ties`` are fixed by the convention and not repeated).
+    ``metrics`` (the table's metric names) selects the recall sentence: one per recall
+    variant among them (``recall``: divides by min(k, n); ``recall_arf``: ARF's eq. 4,
+    divides by k); without a recall_arf metric (or ``metrics=None``) it is the default's.
 
     >>> conventions_caption().startswith("Gain 2^y-1")
     True
@@ -200,9 +219,15 @@ def conventions_caption(empty_query: str = "one", ties: str = "stable", conventi
         f"MAP; {tie_text}. MRR, MAP and precision use binary relevance (label >= 1); MRR is 0 "
         "without a relevant document. OPA averages over queries with at least one pair of "
         "different labels, OPA_ARF over queries with at least two documents, ARP (lower is "
-        "better) over queries with a positive label sum. Recall@m@k shares the k-th place "
-        "equally among label ties and divides by min(k, list length)."
+        "better) over queries with a positive label sum. " + _recall_caption(metrics)
     )
+
+
+def _recall_caption(metrics: Sequence[str] | None) -> str:
+    kinds = {parse_metric(m).kind for m in metrics or ()}
+    if "recall_arf" not in kinds:
+        return RECALL_CAPTIONS["recall"]
+    return " ".join(RECALL_CAPTIONS[k] for k in ("recall", "recall_arf") if k in kinds)
 
 
 def _letor_caption(convention: str) -> str:
@@ -698,6 +723,7 @@ def _precision(r: _Ranking, spec: MetricSpec, empty_query: str):
 
 
 def _recall(r: _Ranking, spec: MetricSpec, empty_query: str):
+    """``recall`` and ``recall_arf`` (module docstring): one computation, two denominators."""
     k_eff = np.minimum(spec.k, r.lengths)
     nonempty = k_eff > 0
     kth = np.zeros(r.n_queries)
@@ -707,7 +733,8 @@ def _recall(r: _Ranking, spec: MetricSpec, empty_query: str):
     share = _safe_div(k_eff - r.segsum(is_above), r.segsum(is_tied))
     w = np.where(is_above, 1.0, np.where(is_tied, share[r.qidx], 0.0))
     hits = r.top_sum(r.expect(w), spec.m)
-    return _safe_div(hits, k_eff), ~nonempty
+    denominator = k_eff if spec.kind == "recall" else np.full(r.n_queries, spec.k)
+    return _safe_div(hits, denominator), ~nonempty
 
 
 def _arp(r: _Ranking, spec: MetricSpec, empty_query: str):
@@ -905,6 +932,7 @@ _COMPUTE = {
     "ndcg": _ndcg,
     "precision": _precision,
     "recall": _recall,
+    "recall_arf": _recall,
     "arp": _arp,
     "mrr": _mrr,
     "map": _map,

@@ -92,7 +92,7 @@ def letor_fold(tmp_path_factory):
 
     import shutil
 
-    fixture = tmp_path_factory.mktemp("letor")  # a copy: prepare writes checksum sidecars beside its sources
+    fixture = tmp_path_factory.mktemp("letor")  # a copy of the fixture files
     for name in ("random.test.txt", "random.scores.txt", "eval-4.0.txt"):
         shutil.copy(ROOT / "tests" / "fixtures" / "letor" / name, fixture / name)
     out = tmp_path_factory.mktemp("prep") / "letor" / "Fold1"

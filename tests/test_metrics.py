@@ -14,7 +14,7 @@ import bench.metrics as M
 from bench.metrics import conventions_caption, evaluate, higher_is_better, parse_metric
 
 ALL = ["ndcg@1", "ndcg@3", "ndcg@10", "ndcg@max", "mrr", "opa", "opa_arf", "arp",
-       "recall@3@2", "recall@5@3", "map", "precision@1", "precision@5"]
+       "recall@3@2", "recall@5@3", "recall_arf@5@3", "map", "precision@1", "precision@5"]
 
 
 # ------------------------------------------------------------------------------------------
@@ -67,15 +67,15 @@ def _metric_of_ranking(ranked: list[float], name: str, empty_query: str) -> tupl
         if spec.kind == "opa":
             return (correct / distinct, False) if distinct else (0.0, True)
         return (concordant / pairs, False) if pairs else (0.0, True)
-    if spec.kind == "recall":
+    if spec.kind in ("recall", "recall_arf"):
         if n == 0:
             return 0.0, True
-        k = min(spec.k, n)
+        k = min(spec.k, n)  # the true top-k of a list shorter than k is the whole list
         kth = ideal[k - 1]
         above = sum(v > kth for v in ranked)
         tied = sum(v == kth for v in ranked)
         w = [1.0 if v > kth else (k - above) / tied if v == kth else 0.0 for v in ranked]
-        return sum(w[: spec.m]) / k, False
+        return sum(w[: spec.m]) / (k if spec.kind == "recall" else spec.k), False
     raise AssertionError(name)
 
 
@@ -223,6 +223,37 @@ def test_recall_hand_with_label_ties_at_k_boundary():
     assert _one([1, 0], [1, 0], "recall@5@10")[0] == pytest.approx(1.0)
     # all labels zero: every item shares the k places -> m/n
     assert _one([4, 3, 2, 1], [0, 0, 0, 0], "recall@1@2")[0] == pytest.approx(0.25)
+
+
+def test_recall_arf_divides_by_k_hand():
+    """ARF eq. 4 (``recall_arf@m@k``): (1/k) * #(predicted top-m AND true top-k); the
+    suite's ``recall@m@k`` divides by min(k, n) instead. Worked by hand:"""
+    # n = 4 < k = 5: the true top-5 is the whole list; predicted top-3 (scores) holds 3 of them
+    scores, labels = [0.9, 0.8, 0.1, 0.5], [3, 0, 2, 1]
+    assert _one(scores, labels, "recall_arf@3@5")[0] == pytest.approx(3 / 5, abs=1e-15)
+    assert _one(scores, labels, "recall@3@5")[0] == pytest.approx(3 / 4, abs=1e-15)
+    # a perfect ranking of a list of 2 with k = 10: 2/10 under eq. 4, 1 under min(k, n)
+    assert _one([1, 0], [1, 0], "recall_arf@5@10")[0] == pytest.approx(0.2, abs=1e-15)
+    # n >= k: the two agree (label ties at the k-th place share it: 3 ones share 1 place)
+    labels = [1, 3, 1, 0, 2, 1]
+    scores = [6, 5, 4, 3, 2, 1]
+    for m in (2, 4):
+        assert _one(scores, labels, f"recall_arf@{m}@3") == _one(scores, labels, f"recall@{m}@3")
+    assert _one(scores, labels, "recall_arf@2@3")[0] == pytest.approx((1 / 3 + 1) / 3, abs=1e-12)
+    # a query without documents is dropped under both
+    df = evaluate(np.array([1.0]), np.array([1.0]), np.array([0, 0, 1]), ["recall_arf@2@2", "recall@2@2"])
+    assert df["recall_arf@2@2:dropped"].tolist() == [True, False] == df["recall@2@2:dropped"].tolist()
+    assert df["recall_arf@2@2"].tolist() == [0.0, 0.5] and df["recall@2@2"].tolist() == [0.0, 1.0]
+    assert parse_metric("recall_arf@30@15") == M.MetricSpec("recall_arf@30@15", "recall_arf", 15, 30)
+    assert higher_is_better("recall_arf@30@15")
+
+
+def test_recall_caption_names_the_denominator():
+    assert "min(k, list length)" in conventions_caption()
+    arf = conventions_caption(metrics=["recall_arf@30@15", "ndcg@15"])
+    assert "ARF eq. 4" in arf and "divides by k" in arf and "min(k, list length)" not in arf
+    both = conventions_caption(metrics=["recall_arf@30@15", "recall@30@15"])
+    assert "ARF eq. 4" in both and "min(k, list length)" in both
 
 
 def test_map_precision_ndcg_hand():

@@ -43,6 +43,8 @@ TABLE_SOURCES = {
     "sinkprop_letor": "SinkProp (Adams & Zemel 2011) Fig. 2",
     "unified_table": None,
 }
+# the recall heatmap reproduces ARF's Figs. 2-6, so it grades with ARF's eq. 4 (bench.metrics)
+HEATMAP_RECALL = "recall_arf"
 FIGURES = ("scaling_figure", "temperature_figure", "listsize_figure", "recall_heatmap", "neuralndcg_curves")
 COMPARE_EXPERIMENT = "compare"
 
@@ -347,7 +349,7 @@ def evaluation(config: dict[str, Any], name: str, dataset: str) -> Evaluation:
     if name == "recall_heatmap":
         spec = config["figures"][name]
         seeds = spec.get("seeds") or config["protocols"][spec["protocol"]]["seeds"]
-        metrics = [f"recall@{m}@{k}" for m in spec["m"] for k in spec["k"]]
+        metrics = [f"{HEATMAP_RECALL}@{m}@{k}" for m in spec["m"] for k in spec["k"]]
         return Evaluation(spec["protocol"], spec["methods"], seeds, [spec["fold"]] if spec.get("fold") else folds[:1],
                           metrics, [])
     if name in ("freeze", COMPARE_EXPERIMENT):
@@ -484,7 +486,8 @@ def figure_spec(config: dict[str, Any], figure: str) -> dict[str, Any]:
                 "list_sizes": table["list_sizes"], "metrics": spec["metrics"]}
     if figure == "recall_heatmap":
         labels = {m: all_methods(config)[m].get("label", m) for m in spec["methods"]}
-        return {"methods": spec["methods"], "m": spec["m"], "k": spec["k"], "labels": labels}
+        return {"methods": spec["methods"], "m": spec["m"], "k": spec["k"], "labels": labels,
+                "metric": HEATMAP_RECALL}
     return {}
 
 

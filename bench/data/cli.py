@@ -4,7 +4,9 @@
   its status (missing / downloaded / verified / prepared), how it is obtained and its licence.
 * ``fetch NAME [--url URL] [--raw-dir resources/raw] [--registry JSON] [--no-extract]``.
 * ``prepare SOURCE --fold FOLD --out DIR [--options JSON] [--raw-dir D] [--registry JSON]
-  [--force]``; ``--options`` is a JSON object or ``@file.json`` (keys: bench.data.prepare).
+  [--force] [--checksum-cache DIR]`` (the sources' sha256 cache, default
+  ``results/cache/source-sha256``: never next to the data files); ``--options`` is a JSON
+  object or ``@file.json`` (keys: bench.data.prepare).
 * ``synthetic --out FILE.npz [--options JSON]``: one generator draw saved as X, y, qid
   (for inspection; the workflow uses ``prepare synthetic``).
 """
@@ -89,7 +91,8 @@ def _cmd_prepare(args) -> int:
     registry = _registry(args)
     try:
         fold = prepare_fold(args.source, args.fold, args.out, _options(args.options),
-                            raw_dir=args.raw_dir, registry=registry, force=args.force)
+                            raw_dir=args.raw_dir, registry=registry, force=args.force,
+                            checksum_cache=args.checksum_cache)
     except (KeyError, ValueError, FileNotFoundError, SvmlightFormatError) as exc:
         raise UsageError(str(exc).strip("'\"")) from exc
     print(f"{args.out}: fingerprint {fold.fingerprint}")
@@ -137,6 +140,9 @@ def register_cli(subparsers) -> None:
     p.add_argument("--out", required=True)
     p.add_argument("--options", default=None, help="JSON object or @file.json")
     p.add_argument("--force", action="store_true", help="rebuild even when the cache matches")
+    p.add_argument("--checksum-cache", default="results/cache/source-sha256", metavar="DIR",
+                   help="the suite's cache of the source files' sha256, keyed by absolute path, size and "
+                        "mtime; nothing is written next to the data files (default: %(default)s)")
     common(p)
     p.set_defaults(func=_cmd_prepare)
 

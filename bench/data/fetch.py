@@ -29,6 +29,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from bench.atomic import write_json
+from bench.data.checksum_cache import cached_sha256
 from bench.data.extract import MANIFEST, extract_archive, file_sha256
 from bench.data.registry import Dataset
 from bench.errors import ChecksumError, DownloadError, ExtractError, ManualDownloadRequired, TransferInterrupted
@@ -298,9 +299,11 @@ def find_split_file(ds: Dataset, raw_dir: str | os.PathLike, fold: str, split: s
     return extracted / hits[0]
 
 
-def source_sha256(path: Path) -> str:
-    """sha256 of a source file, from the extraction manifest or a sidecar cache when the size
-    and mtime still match (so a re-run does not re-read gigabytes), else computed."""
+def source_sha256(path: Path, cache_dir: str | os.PathLike | None = None) -> str:
+    """sha256 of a source file: from the extraction manifest when the suite extracted it (and
+    size and mtime still match), else from the suite's own checksum cache ``cache_dir``
+    (:mod:`bench.data.checksum_cache`; None: computed). Nothing is ever written next to the
+    file: a hand-extracted tree or a user's folder is left byte-for-byte as it was."""
     path = Path(path)
     st = path.stat()
     for parent in path.parents:
@@ -310,19 +313,7 @@ def source_sha256(path: Path) -> str:
             if entry and entry["size"] == st.st_size and entry["mtime_ns"] == st.st_mtime_ns:
                 return entry["sha256"]
             break
-    side = path.with_name(f".{path.name}.sha256.json")
-    try:
-        data = json.loads(side.read_text(encoding="utf-8"))
-        if data["size"] == st.st_size and data["mtime_ns"] == st.st_mtime_ns:
-            return data["sha256"]
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    digest = file_sha256(path)
-    try:
-        write_json(side, {"sha256": digest, "size": st.st_size, "mtime_ns": st.st_mtime_ns})
-    except OSError:
-        pass  # read-only source directory: just recompute next time
-    return digest
+    return cached_sha256(path, cache_dir)
 
 
 def dataset_status(ds: Dataset, raw_dir: str | os.PathLike, prepared_dir: str | os.PathLike) -> str:

@@ -331,11 +331,15 @@ def _file_splits(ds: reg.Dataset | None, files: dict, o: dict) -> dict:
 
 def prepare_fold(source: str, fold: str, out: str | os.PathLike, options: dict | None = None, *,
                  raw_dir: str | os.PathLike = "resources/raw", registry: dict | None = None,
-                 files: dict | None = None, force: bool = False, log=print) -> PreparedFold:
+                 files: dict | None = None, force: bool = False,
+                 checksum_cache: str | os.PathLike | None = None, log=print) -> PreparedFold:
     """Prepare ``fold`` of ``source`` into ``out`` (or reuse a matching cache); returns it.
 
     ``files`` (split -> path) bypasses the registry lookup of the split files (tests,
     benchmarks, hand-made files); ``source`` is then only a name unless it is registered.
+    ``checksum_cache`` is the suite's folder caching the source files' sha256
+    (:mod:`bench.data.checksum_cache`; the CLI passes ``results/cache/source-sha256``; None:
+    hashed on every call). Nothing is written next to the source files.
     """
     registry = reg.REGISTRY if registry is None else registry
     out = Path(out)
@@ -358,7 +362,7 @@ def prepare_fold(source: str, fold: str, out: str | os.PathLike, options: dict |
         files = {s: Path(p) for s, p in files.items()}
         if "train" not in files or "test" not in files:
             raise ValueError(f"{source} {fold}: need at least train and test files, got {sorted(files)}")
-        sources = {s: {"file": p.name, "sha256": source_sha256(p)} for s, p in files.items()}
+        sources = {s: {"file": p.name, "sha256": source_sha256(p, checksum_cache)} for s, p in files.items()}
     key_obj = {"format_version": FORMAT_VERSION, "dataset": source, "fold": fold,
                "sources": sources, "options": o}
     cache_key = hashlib.sha256(json.dumps(key_obj, sort_keys=True).encode()).hexdigest()

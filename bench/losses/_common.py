@@ -69,17 +69,34 @@ def n_real(mask: Tensor) -> Tensor:
 
 
 def max_dcg(labels: Tensor, mask: Tensor, k: int | None = None) -> Tensor:
-    """Ideal DCG@k per list, ``[B]``; padded items contribute no gain.
+    r"""Ideal DCG@k per list, ``[B]``: the DCG@k of the list's *real* items sorted by label.
 
     ``k=None`` means the whole list. Lists shorter than ``k`` sum over what exists.
+
+    Padding is neutral: padded items are excluded from the ideal ranking (they enter the
+    top-k selection at :math:`-\infty` and any of them that is selected, in a list shorter
+    than ``k``, adds 0), instead of competing with gain 0. Labels may be any real values
+    (losses.md), and a negative label has a gain :math:`2^y - 1 < 0`: a padded item with gain
+    0 would otherwise be ranked above it and change the value with the amount of padding.
+    Neutral padding rather than rejecting negative labels: it is exactly losses.md's
+    definition (the labels of the list sorted descending), every loss stays defined for
+    real-valued labels, and a rejection would need a data-dependent check, i.e. a host
+    synchronisation on every loss call (:func:`check_inputs` inspects metadata only).
+    With negative gains present this is still the maximum of DCG@k over the list's
+    orderings (rearrangement inequality: gains descending against decreasing discounts).
 
     >>> y = torch.tensor([[3.0, 0.0, 1.0, 9.0]]); m = torch.tensor([[True, True, True, False]])
     >>> round(max_dcg(y, m).item(), 4)  # 7/1 + 1/log2(3)
     7.6309
+    >>> y = torch.tensor([[1.0, -1.0, 5.0]]); m = torch.tensor([[True, True, False]])
+    >>> round(max_dcg(y, m).item(), 4)  # 1/1 - 0.5/log2(3): the padded 0-gain slot takes no place
+    0.6845
     """
-    g = torch.where(mask, gain(labels), torch.zeros((), dtype=labels.dtype, device=labels.device))
+    ninf = torch.full((), float("-inf"), dtype=labels.dtype, device=labels.device)
+    g = torch.where(mask, gain(labels), ninf)
     n = labels.shape[-1] if k is None else min(k, labels.shape[-1])
     top = torch.topk(g, n, dim=-1, sorted=True).values
+    top = torch.where(torch.isneginf(top), torch.zeros((), dtype=top.dtype, device=top.device), top)
     return (top * discounts(n, like=top)).sum(dim=-1)
 
 

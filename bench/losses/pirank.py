@@ -19,10 +19,16 @@ Choices fixed here:
   short node) are excluded from the parent's softmax and row sums, with the node's own
   valid count as NeuralSort's ``n``. Filler therefore never receives rank mass while real
   items remain, and rows beyond a list's length are zero.
-* ``depth=1`` is exactly NeuralSort's first ``k`` rows. With ``branching=None`` every level
-  uses the smallest ``b`` with ``b**depth`` at least the longest list of the batch (so
-  ``L = 3375, depth = 3`` gives ``b = 15``); pass ``branching`` explicitly to make the tree
-  independent of the other lists in the batch. A given ``branching`` fixes the depth.
+* ``depth=1`` is exactly NeuralSort's first ``k`` rows. With ``branching=None`` and
+  ``depth > 1`` the tree is **per list**: a list of ``n`` real items uses, at every level, the
+  smallest ``b`` with ``b**depth >= n`` (so ``n = 3375, depth = 3`` gives ``b = 15``), i.e.
+  the paper's tree with ``L = n``. A list's value and gradient therefore depend on that
+  list only (padding and batch invariance, losses.md), not on the longest list of its batch
+  as they did when ``b`` was taken from the batch width. Lists are grouped by their ``b`` and
+  each group runs as one batched tree (at most ``ceil(W**(1/depth))`` groups for a longest
+  list ``W``; one group when all lists have one length, as in the timing suites). An
+  explicit ``branching`` gives every list of the batch that one tree (its product must hold
+  the longest list) and fixes the depth; it is batch invariant too (filler leaves are masked).
 * ``tau`` is one temperature for every level or a non-decreasing sequence
   ``(tau_1, ..., tau_d)``.
 * Cost: the row sums :math:`A\mathbf 1` take :math:`O(n \log n)` here (sorting), so even
@@ -90,31 +96,22 @@ def _temperatures(tau, depth: int) -> tuple[float, ...]:
     return taus
 
 
-def _tree(scores: Tensor, mask: Tensor, k: int | None, tau, depth: int, branching: Sequence[int] | None):
-    """The tree on each list's compacted real items: ``(P [B, k, W], order [B, W])``.
+def _per_list_branching(lengths: Tensor, depth: int) -> Tensor:
+    """Smallest integer ``b >= 1`` with ``b**depth >= n`` for each list length ``n``, ``[B]`` (long)."""
+    n = lengths.clamp(min=1).to(torch.float64)
+    base = torch.ceil(n ** (1.0 / depth)).clamp(min=1)
+    base = torch.where((base - 1 >= 1) & ((base - 1) ** depth >= n), base - 1, base)  # float rounding, both ways
+    base = torch.where(base**depth < n, base + 1, base)
+    return base.to(torch.long)
 
-    Column ``c`` of ``P`` is item ``order[:, c]`` of the input (``W`` = longest list).
-    """
-    if scores.dim() != 2 or scores.shape != mask.shape:
-        raise ValueError(f"scores and mask must be [B, L] of one shape, got {tuple(scores.shape)}, {tuple(mask.shape)}")
-    if k is not None and int(k) < 1:
-        raise ValueError(f"k must be >= 1 or None, got {k}")
-    bsz, length = scores.shape
-    dtype, device = scores.dtype, scores.device
-    width = max(1, int(mask.sum(-1).max())) if length else 1
-    b = _branching(width, int(depth), branching)
-    taus = _temperatures(tau, len(b))
-    kk = width if k is None else min(int(k), width)
-    # Compact: real items first, in their original order (the tree is position based).
-    order = torch.argsort((~mask).to(torch.int8), dim=-1, stable=True)[:, :width]
-    zero = torch.zeros((), dtype=dtype, device=device)
-    vals = torch.where(mask, scores, zero).gather(1, order)
-    valid = mask.gather(1, order)
+
+def _levels(vals: Tensor, valid: Tensor, kk: int, b: tuple[int, ...], taus: tuple[float, ...]) -> Tensor:
+    """The tree of branching ``b`` over compacted lists ``vals [B, W]``: the root's ``[B, kk, W]``."""
+    bsz, width = vals.shape
     leaves = math.prod(b)
-    vals = torch.nn.functional.pad(vals, (0, leaves - width))
-    valid = torch.nn.functional.pad(valid, (0, leaves - width), value=False)
-    y = vals[:, :, None]  # [B, nodes, values per node]
-    ok = valid[:, :, None]
+    kk = min(kk, width)
+    y = torch.nn.functional.pad(vals, (0, leaves - width))[:, :, None]  # [B, nodes, values per node]
+    ok = torch.nn.functional.pad(valid, (0, leaves - width), value=False)[:, :, None]
     p = None  # [B, nodes, rows, leaves below]; the leaves' own "matrix" is 1
     k_prev = 1
     for level, (b_j, tau_j) in enumerate(zip(b, taus)):
@@ -125,7 +122,7 @@ def _tree(scores: Tensor, mask: Tensor, k: int | None, tau, depth: int, branchin
         q = neuralsort(cand, cand_ok, tau_j, k_j)  # [B, nodes, k_j, b_j * k_prev]
         if level + 1 < len(b):  # values are only needed by the next level
             y = (q @ cand[..., None])[..., 0]
-            ok = torch.arange(k_j, device=device) < cand_ok.sum(-1, keepdim=True)
+            ok = torch.arange(k_j, device=vals.device) < cand_ok.sum(-1, keepdim=True)
         if p is None:
             p = q  # P^(1) = Q^(1): each leaf maps to itself
         else:
@@ -133,7 +130,49 @@ def _tree(scores: Tensor, mask: Tensor, k: int | None, tau, depth: int, branchin
             p = torch.einsum("bnlqc,bnqcs->bnlqs", q.reshape(bsz, nodes, k_j, b_j, k_prev),
                              p.reshape(bsz, nodes, b_j, k_prev, below)).reshape(bsz, nodes, k_j, b_j * below)
         k_prev = k_j
-    return p[:, 0, :, :width], order  # filler columns are exactly 0
+    return p[:, 0, :, :width]  # filler columns are exactly 0
+
+
+def _tree(scores: Tensor, mask: Tensor, k: int | None, tau, depth: int, branching: Sequence[int] | None):
+    """The tree on each list's compacted real items: ``(P [B, k, W], order [B, W])``.
+
+    Column ``c`` of ``P`` is item ``order[:, c]`` of the input (``W`` = longest list). With
+    ``depth > 1`` and no ``branching`` the lists are grouped by their own branching and each
+    group is one batched pass (at most ``ceil(W**(1/depth))`` groups, never a loop over lists).
+    """
+    if scores.dim() != 2 or scores.shape != mask.shape:
+        raise ValueError(f"scores and mask must be [B, L] of one shape, got {tuple(scores.shape)}, {tuple(mask.shape)}")
+    if k is not None and int(k) < 1:
+        raise ValueError(f"k must be >= 1 or None, got {k}")
+    if int(depth) < 1:
+        raise ValueError(f"depth must be >= 1, got {depth}")
+    bsz, length = scores.shape
+    lengths = mask.sum(-1)
+    width = max(1, int(lengths.max())) if length else 1
+    kk = width if k is None else min(int(k), width)
+    # Compact: real items first, in their original order (the tree is position based).
+    order = torch.argsort((~mask).to(torch.int8), dim=-1, stable=True)[:, :width]
+    zero = torch.zeros((), dtype=scores.dtype, device=scores.device)
+    vals = torch.where(mask, scores, zero).gather(1, order)
+    valid = mask.gather(1, order)
+    if branching is not None or int(depth) == 1:  # one tree for the batch (depth 1: one node)
+        b = _branching(width, int(depth), branching)
+        return _levels(vals, valid, kk, b, _temperatures(tau, len(b))), order
+    depth = int(depth)
+    taus = _temperatures(tau, depth)
+    per_list = _per_list_branching(lengths, depth)
+    groups = torch.unique(per_list)
+    if groups.numel() == 1:  # every list has the same tree (e.g. lists of one length)
+        b = int(groups.item())
+        return _levels(vals[:, : min(width, b**depth)], valid[:, : min(width, b**depth)], kk, (b,) * depth, taus), order
+    out = torch.zeros(bsz, kk, width, dtype=scores.dtype, device=scores.device)
+    for b in groups.tolist():  # one batched tree per distinct branching
+        rows = torch.nonzero(per_list == b).flatten()
+        w = min(width, b**depth)  # the group's lists are at most b**depth long
+        p = _levels(vals[rows, :w], valid[rows, :w], kk, (b,) * depth, taus)
+        p = torch.nn.functional.pad(p, (0, width - p.shape[2], 0, kk - p.shape[1]))
+        out = out.index_copy(0, rows, p)
+    return out, order
 
 
 def pirank_topk(scores: Tensor, mask: Tensor, k: int | None = 10, tau=1.0, depth: int = 1,

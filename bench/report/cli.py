@@ -78,7 +78,8 @@ def _cli_figure(args) -> int:
         if not inputs:
             raise UsageError("recall_heatmap: give the evaluated per-query parquet files with --input")
         per_query = read_frames(inputs)
-        fig = F.recall_heatmap(F.recall_grid(per_query, spec["methods"], spec["m"], spec["k"]), spec.get("labels"))
+        grid = F.recall_grid(per_query, spec["methods"], spec["m"], spec["k"], spec.get("metric", "recall_arf"))
+        fig = F.recall_heatmap(grid, spec.get("labels"))
     elif name == "neuralndcg_curves":
         fig = F.neuralndcg_curves(pd.read_parquet(_one(inputs, name)))
     else:

@@ -59,10 +59,14 @@ def metric_label(metric: str) -> str:
 
     >>> metric_label("ndcg@10"), metric_label("ndcg@max"), metric_label("arp"), metric_label("recall@30@15")
     ('NDCG@10', 'NDCG', 'ARP ↓', 'Recall@30@15')
+    >>> metric_label("recall_arf@30@15")  # ARF eq. 4 (divides by k; the caption says so)
+    'Recall@30@15 (ARF)'
     """
     if metric == "ndcg@max":
         return "NDCG"
     name, _, rest = metric.partition("@")
+    if name == "recall_arf":
+        return f"Recall@{rest} (ARF)"
     pretty = {"ndcg": "NDCG", "mrr": "MRR", "opa": "OPA", "opa_arf": "OPA (ARF)", "arp": "ARP ↓",
               "recall": "Recall", "map": "MAP", "precision": "P"}.get(name, name)
     return f"{pretty}@{rest}" if rest else pretty
@@ -190,7 +194,7 @@ def _convention_parts(spec: dict[str, Any], ev: dict[str, Any]) -> list[str]:
     used = list(dict.fromkeys(per_dataset.values())) or ["default"]
     parts = []
     for convention in used:
-        text = conventions_caption(ev["empty_query"], ev["ties"], convention)
+        text = conventions_caption(ev["empty_query"], ev["ties"], convention, metrics=spec.get("metrics"))
         if convention != "default":
             kinds = {parse_metric(m).kind for m in spec.get("metrics", [])}
             if kinds - set(LETOR_KINDS[convention]):

@@ -17,7 +17,9 @@ A GBDT method in the config::
 ``num_trees`` (500) caps the boosting rounds; ``early_stopping_rounds`` (50) stops after
 that many rounds without improvement of ``early_stopping_metric`` on the validation split
 (default: the shared ``train.early_stopping_metric``, else ``ndcg@10``) and the test split is
-scored with the best round. The validation metric is computed by
+scored with the best round. run.json's ``result`` records both: ``rounds_trained`` (the
+rounds actually boosted, one row each in curve.csv) and ``best_iteration`` (1-based, the
+round whose model scores the test split), for both libraries. The validation metric is computed by
 :func:`bench.metrics.evaluate` (a custom eval function; the libraries' own metrics are
 disabled), so GBDT and neural runs stop on the same metric conventions. ``metrics``
 defaults to the shared ``metrics`` section.
@@ -254,7 +256,10 @@ def _train_lightgbm(g: GbdtFit) -> tuple[np.ndarray, dict[str, Any]]:
     record = {
         "device": device,
         "best_iteration": int(best),
-        "rounds_trained": int(booster.current_iteration()),
+        # lgb.train returns the booster cut at its best iteration (it reloads the model saved
+        # with num_iteration=best), so current_iteration() is `best`; our metric ran once per
+        # boosted round, so the history's length is the number of rounds actually trained.
+        "rounds_trained": len(g.history),
         "booster_params": booster.params,
         "model_parameters": _lgb_model_parameters(booster.model_to_string(num_iteration=best)),
     }

@@ -77,7 +77,9 @@ def test_the_tables_evaluation_names_its_runs_metrics_and_list_sizes(cfg):
 def test_recall_freeze_and_compare_evaluations(cfg):
     recall = plan.evaluation(cfg, "recall_heatmap", "syn-web")
     spec = cfg["figures"]["recall_heatmap"]
-    assert recall.metrics == [f"recall@{m}@{k}" for m in spec["m"] for k in spec["k"]] and len(recall.folds) == 1
+    # the heatmap reproduces ARF's figures: ARF's eq. 4 (recall_arf, divides by k)
+    assert recall.metrics == [f"recall_arf@{m}@{k}" for m in spec["m"] for k in spec["k"]] and len(recall.folds) == 1
+    assert plan.figure_spec(cfg, "recall_heatmap")["metric"] == "recall_arf"
     freeze = plan.evaluation(cfg, "freeze", "syn-web")
     assert freeze.experiment == cfg["freeze"]["protocol"] and freeze.metrics == cfg["freeze"]["metrics"]
     example = cv.load_config(ROOT / "config" / "compare-example.yaml")

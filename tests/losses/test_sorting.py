@@ -428,3 +428,54 @@ def test_default_hyperparameters_finite_for_lengths_1_to_2000():
         v = loss(x, y, m)
         v.backward()
         assert torch.isfinite(v) and torch.all(torch.isfinite(x.grad)) and torch.all(x.grad[~m] == 0)
+
+
+@pytest.mark.parametrize("depth", [2, 3])
+@pytest.mark.parametrize("loss", ["ndcg", "arp"])
+def test_pirank_deep_tree_of_a_list_does_not_depend_on_its_batch(depth, loss):
+    """Default branching (depth > 1) is chosen per list: a list of 12 items gets the same
+    loss and gradient alone and next to a list of 300 (whose own tree is much wider).
+    Tolerance: 1e-12 relative (value) and 1e-12 * max|grad| (gradient) in float64."""
+    fn = {"ndcg": lambda s, y, m: pirank_ndcg(s, y, m, k=5, tau=1.0, depth=depth, straight_through=False),
+          "arp": lambda s, y, m: pirank_arp(s, y, m, tau=1.0, depth=depth, straight_through=False)}[loss]
+    s, y, m = batch([12, 300], 300, seed=31)
+    alone = s[:1, :12].clone().requires_grad_(True)
+    v_alone = fn(alone, y[:1, :12], m[:1, :12])
+    v_alone.backward()
+    both = s.clone().requires_grad_(True)
+    long = s[1:].clone().requires_grad_(True)
+    v_long = fn(long, y[1:], m[1:])
+    v_both = fn(both, y, m)  # the mean of the two lists' losses
+    v_both.backward()
+    assert v_both.item() == pytest.approx((v_alone.item() + v_long.item()) / 2, rel=1e-12)
+    g = both.grad[0, :12] * 2  # the batch mean halves each list's gradient
+    assert torch.allclose(g, alone.grad[0], rtol=1e-12, atol=1e-12 * alone.grad.abs().max().item())
+    # and padding the short list alone to the long list's width changes nothing either
+    padded = s[:1].clone().requires_grad_(True)
+    mp = m[:1].clone()
+    fn(padded, y[:1], mp).backward()
+    assert torch.allclose(padded.grad[0, :12], alone.grad[0], rtol=1e-12, atol=1e-12 * alone.grad.abs().max().item())
+
+
+def test_pirank_explicit_branching_is_the_same_for_every_list():
+    """An explicit ``branching`` gives every list of the batch one tree (here 25 leaves): the
+    batch value is the mean of the lists' values alone (1e-12 relative, float64), and the
+    product of the factors must hold the longest list."""
+    s, y, m = batch([5, 20], 20, seed=32)
+    explicit = pirank_ndcg(s[:1], y[:1], m[:1], k=3, tau=1.0, branching=(5, 5), straight_through=False)
+    in_batch = pirank_ndcg(s, y, m, k=3, tau=1.0, branching=(5, 5), straight_through=False)
+    long = pirank_ndcg(s[1:], y[1:], m[1:], k=3, tau=1.0, branching=(5, 5), straight_through=False)
+    assert in_batch.item() == pytest.approx((explicit.item() + long.item()) / 2, rel=1e-12)
+    with pytest.raises(ValueError, match="fewer than the longest list"):
+        pirank_ndcg(s, y, m, k=3, branching=(3, 3))
+
+
+def test_pirank_per_list_branching_is_the_smallest_integer_root():
+    from bench.losses.pirank import _per_list_branching
+
+    n = torch.arange(0, 5001)
+    for depth in (1, 2, 3, 4):
+        got = _per_list_branching(n, depth).tolist()
+        brute = [next(b for b in range(1, 5002) if b**depth >= max(int(x), 1)) for x in n]
+        assert got == brute, depth
+    assert _per_list_branching(torch.tensor([3375, 3376]), 3).tolist() == [15, 16]

@@ -182,7 +182,7 @@ def test_paper_numbers_spot_checks_against_the_printed_tables():
     assert value("neuralndcg_table3", "istella", "lambdarank", "ndcg@10") == pytest.approx(0.7109)
     assert value("neuralndcg_table3", "mslr-web30k", "xgboost_pairwise", "ndcg@5") == pytest.approx(0.4680)
     assert value("arf_table2", "istella", "softmax", "ndcg@15") == 0.069
-    assert value("arf_table2", "mslr-web30k", "arf", "recall@30@15") == 0.446
+    assert value("arf_table2", "mslr-web30k", "arf", "recall_arf@30@15") == 0.446  # ARF eq. 4
     assert value("listsize_table3", "mslr-web30k", "pirank_ndcg_L100", "ndcg@10", 100) == 0.3878
     assert value("listsize_table3", "mslr-web30k", "pirank_ndcg_L10", "arp", 40) == 18.3042
     assert len(p) == 6 * 8 * 2 + 17 * 2 * 2 + 9 * 3 * 2 + 4 * 7 * 4
@@ -224,3 +224,19 @@ def test_caption_names_each_datasets_evaluation_convention():
     assert "MSLR: Gain 2^y-1" in mixed and "MRR, OPA, ARP, recall) follow the suite's default" in mixed
     letor = T.caption({**base, "metrics": ["ndcg@10", "map"], "conventions": {"mq2008": "letor4"}}, False)
     assert "Eval-Score-4.0.pl" in letor and "Gain 2^y-1" not in letor and "does not define" not in letor
+
+
+def test_caption_names_the_recall_denominator_of_the_table():
+    """arf_table2 grades Recall@30@15 by ARF's eq. 4 (recall_arf: divides by k) and says so;
+    a table with the suite's recall@m@k says it divides by min(k, list length)."""
+    from bench.metrics import RECALL_CAPTIONS
+
+    base = {"evaluation": {"empty_query": "one", "ties": "stable"}, "datasets": [{"name": "syn-web"}]}
+    arf = T.caption({**base, "metrics": ["recall_arf@30@15", "ndcg@15", "ndcg@max"]}, False)
+    assert RECALL_CAPTIONS["recall_arf"] in arf and RECALL_CAPTIONS["recall"] not in arf
+    assert "divides by k" in arf
+    suite = T.caption({**base, "metrics": ["ndcg@10", "recall@30@15"]}, False)
+    assert RECALL_CAPTIONS["recall"] in suite and "ARF eq. 4" not in suite
+    cfg = cv.load_config(ROOT / "config" / "default.yaml")
+    assert cfg["tables"]["arf_table2"]["metrics"][0] == "recall_arf@30@15"
+    assert "recall@30@15" in cfg["tables"]["unified_table"]["metrics"]  # the suite's own table keeps min(k, n)

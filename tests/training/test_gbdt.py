@@ -70,7 +70,7 @@ def test_each_objective_trains_and_writes_a_complete_run(prepared, tmp_path, met
     assert (metrics["method"] == method).all() and set(METRICS) <= set(metrics.columns)
     curve = pd.read_csv(out / "curve.csv")
     res = info["result"]
-    assert len(curve) == res["rounds_trained"] or len(curve) >= res["best_iteration"]
+    assert len(curve) == res["rounds_trained"] >= res["best_iteration"]
     # early stopping keeps the round with the best validation metric (first one on ties)
     best = res["best_iteration"]
     assert curve["vali_ndcg@10"].iloc[best - 1] == curve["vali_ndcg@10"].max()
@@ -142,3 +142,20 @@ def test_library_errors_become_one_line_library_errors(prepared, tmp_path):
     with pytest.raises(LibraryError, match="methods.xgb_ndcg: xgboost failed"):
         gbdt_run(cfg, prepared, tmp_path / "r", method="xgb_ndcg", seed=0, device="cpu", quiet=True)
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("method", ["lgb_lambdarank", "xgb_ndcg"])
+def test_rounds_trained_counts_every_boosted_round_when_early_stopping_triggers(prepared, tmp_path, method):
+    """run.json: ``rounds_trained`` = rounds actually boosted (= curve.csv rows), ``best_iteration``
+    = the round whose model scores the test split. With patience 3 and a high learning rate the
+    validation metric stops improving long before 200 rounds, so training stops at best + 3."""
+    cfg = _config()
+    lib = METHODS[method][0]
+    cfg["methods"][method].update(num_trees=200, early_stopping_rounds=3)
+    cfg["methods"][method]["params"]["learning_rate" if lib == "lightgbm" else "eta"] = 0.8
+    out = gbdt_run(cfg, prepared, tmp_path / "run", method=method, seed=0, device="cpu", quiet=True)
+    res = json.loads((out / "run.json").read_text())["result"]
+    curve = pd.read_csv(out / "curve.csv")
+    assert res["rounds_trained"] < 200  # early stopping triggered
+    assert res["rounds_trained"] == len(curve) == res["best_iteration"] + 3
+    assert res["best_vali"] == curve["vali_ndcg@10"].max() == curve["vali_ndcg@10"].iloc[res["best_iteration"] - 1]

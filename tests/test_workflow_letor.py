@@ -85,6 +85,12 @@ def test_letor_profile_builds_only_the_letor_table_graded_by_letor4(letor_study)
     assert (letor_study / "reports/report.html").stat().st_size > 0
 
 
+def test_the_hand_extracted_tree_is_left_as_the_user_made_it(letor_study):
+    tree = letor_study / "resources/raw/mq2008/extracted"
+    files = sorted(p.relative_to(tree).as_posix() for p in tree.rglob("*") if p.is_file())
+    assert files == ["MQ2008/Fold1/test.txt", "MQ2008/Fold1/train.txt", "MQ2008/Fold1/vali.txt"]
+
+
 def test_each_run_equals_its_exported_scores_graded_in_file_order(letor_study):
     test_file = letor_study / "resources/raw/mq2008/extracted/MQ2008/Fold1/test.txt"
     labels, offsets, qids = _read_letor(test_file)

@@ -28,7 +28,8 @@ from typing import Any, Iterable
 import jsonschema
 import yaml
 
-from bench.config.plan import compare_method_name, dataset_convention, merged_model, resolve_role, table_datasets
+from bench.config.plan import (compare_method_name, dataset_convention, merged_model, method_kind, resolve_role,
+                               table_datasets)
 from bench.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -167,6 +168,24 @@ def check_model(model: dict[str, Any], where: str) -> None:
         raise ConfigError(f"config key '{where}.hidden': model type '{kind}' takes {want}, got {hidden!r}")
 
 
+def check_sinkprop_protocol(config: dict[str, Any], protocol: str) -> None:
+    """``protocols.<p>.sinkprop_protocol.methods`` name neural methods, and the protocol's model is linear."""
+    spec = config["protocols"][protocol].get("sinkprop_protocol")
+    if not spec:
+        return
+    where = f"protocols.{protocol}.sinkprop_protocol"
+    for i, name in enumerate(spec["methods"]):
+        _require(config["methods"], name, f"{where}.methods.{i}", "method")
+        if method_kind(config["methods"][name]) != "neural":
+            raise ConfigError(f"config key '{where}.methods.{i}': '{name}' is not a neural method (a loss); "
+                              "the SinkProp protocol trains a loss")
+    model = config["protocols"][protocol]["model"]
+    if model.get("type", "mlp") != "mlp" or model.get("hidden") != [] or model.get("batch_norm") \
+            or model.get("output_activation") is not None:
+        raise ConfigError(f"config key 'protocols.{protocol}.model': the SinkProp protocol ({where}) trains a "
+                          f"linear scorer: {{type: mlp, hidden: [], batch_norm: false}}, got {model!r}")
+
+
 def check_conventions(config: dict[str, Any]) -> None:
     """A LETOR evaluation convention keeps score ties in file order: ``evaluation.ties`` must be
     ``stable`` when any dataset is graded by one."""
@@ -193,6 +212,7 @@ def check_references(config: dict[str, Any]) -> None:
         for method, spec in methods.items():
             if "model" in spec:
                 check_model(merged_model(proto["model"], spec["model"]), f"methods.{method}.model")
+        check_sinkprop_protocol(config, name)
     for role, name in config.get("roles", {}).items():
         _require(datasets, name, f"roles.{role}", "dataset")
     for table, spec in config.get("tables", {}).items():

@@ -156,8 +156,8 @@ def sigma_schedule(start: float, factor: float, stages: int, scale: float = 1.0)
 def score_variance(scores: np.ndarray, offsets: np.ndarray) -> float:
     """Mean over queries with >= 2 documents of the within-query (population) score variance.
 
-    >>> score_variance(np.array([0.0, 2.0, 5.0, 1.0, 1.0, 4.0]), np.array([0, 2, 3, 6]))
-    1.0
+    >>> score_variance(np.array([0.0, 2.0, 5.0, 1.0, 1.0, 4.0]), np.array([0, 2, 3, 6]))  # (1 + 2) / 2
+    1.5
     """
     offsets = np.asarray(offsets, dtype=np.int64)
     lengths = np.diff(offsets)

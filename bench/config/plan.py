@@ -268,11 +268,13 @@ def compare_datasets(config: dict[str, Any]) -> list[str]:
 def study_protocol(config: dict[str, Any], protocol: str, dataset: str) -> dict[str, Any]:
     """What a frozen comparison must share: data recipe, folds, model, schedule, seeds, metrics.
 
-    Method-independent by construction; :func:`bench.frozen.protocol_hash` hashes it.
+    Method-independent by construction; :func:`bench.frozen.protocol_hash` hashes it. A
+    protocol with a ``sinkprop_protocol`` section adds it (methods list included), so frozen
+    runs trained by it are not compared with runs of other settings.
     """
     ds = config["datasets"][dataset]
     model, train = protocol_for_dataset(config, protocol, dataset)
-    return {
+    out = {
         "dataset": {"name": dataset, "source": ds["source"], "folds": list(ds["folds"]), "options": ds["options"]},
         "model": model,
         "train": train,
@@ -280,6 +282,9 @@ def study_protocol(config: dict[str, Any], protocol: str, dataset: str) -> dict[
         "evaluation": metric_conventions(config, dataset),
         "metrics": list(config["freeze"]["metrics"]),
     }
+    if config["protocols"][protocol].get("sinkprop_protocol"):
+        out["sinkprop_protocol"] = copy.deepcopy(config["protocols"][protocol]["sinkprop_protocol"])
+    return out
 
 
 # ----------------------------------------------------------------------------- the workflow's files

@@ -127,6 +127,8 @@ def test_sinkprop_protocol_reaches_only_the_methods_it_lists(cfg):
     assert run["sinkprop_protocol"] == {k: v for k, v in spec.items() if k != "methods"}
     assert "sinkprop_protocol" not in plan.run_config(cfg, "letor", "syn-letor", "listnet")
     assert "sinkprop_protocol" not in plan.run_config(cfg, "unified", "syn-web", "sinkprop")
+    assert plan.study_protocol(cfg, "letor", "syn-letor")["sinkprop_protocol"] == spec
+    assert "sinkprop_protocol" not in plan.study_protocol(cfg, "unified", "syn-web")
     paper = cv.load_config(ROOT / "config" / "paper.yaml")
     mine, theirs = paper["protocols"]["letor"]["sinkprop_protocol"], spec
     # the default profile shrinks budgets only: same derived queries, cap, initialiser, schedule shape

@@ -132,8 +132,11 @@ def test_sinkprop_protocol_reaches_only_the_methods_it_lists(cfg):
     paper = cv.load_config(ROOT / "config" / "paper.yaml")
     mine, theirs = paper["protocols"]["letor"]["sinkprop_protocol"], spec
     # the default profile shrinks budgets only: same derived queries, cap, initialiser, schedule shape
-    for key in ("methods", "derived_queries", "max_derived_size", "init_penalties", "sigma_start", "sigma_factor"):
+    for key in ("methods", "derived_queries", "max_derived_size", "init_penalties", "sigma_start", "sigma_factor",
+                "lbfgs_history", "patience"):
         assert mine[key] == theirs[key], key
+    assert set(theirs["penalties"]) <= set(mine["penalties"]) and theirs["stages"] <= mine["stages"]
+    assert theirs["lbfgs_iterations"] <= mine["lbfgs_iterations"]
     assert mine["derived_queries"] == 20 and mine["max_derived_size"] == 200  # the paper's values
 
 

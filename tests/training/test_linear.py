@@ -15,7 +15,7 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import make_prepared
+from helpers import make_letor_fold, make_prepared
 
 from bench.data import load_prepared
 from bench.errors import ConfigError
@@ -171,3 +171,29 @@ def test_cli_runs_and_export_scores_reads_the_run(prepared, tmp_path):
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "methods.nope: unknown method" in bad.stderr
     assert not (tmp_path / "bad").exists()
+
+
+@pytest.fixture(scope="module")
+def letor_fold(tmp_path_factory):
+    return make_letor_fold(tmp_path_factory.mktemp("letor"))
+
+
+def test_letor4_graded_run_equals_grading_its_exported_scores(letor_fold, tmp_path):
+    """Under the dataset's LETOR convention the run's per-query frame is what grading the
+    exported score file gives (the file the official script would read)."""
+    from bench.evaluate import export_scores
+
+    names = [f"ndcg@{k}" for k in range(1, 11)] + ["map"]
+    cfg = _config(penalties=[0.0, 1.0, 100.0])
+    cfg["metrics"] = {"names": names, "empty_query": "one", "ties": "stable", "convention": "letor4"}
+    run = linear_run(cfg, letor_fold, tmp_path / "run", method="lr", seed=0, device="cpu", quiet=True)
+    frame = pd.read_parquet(run / "metrics.parquet")
+    assert (frame["convention"] == "letor4").all()
+    n = export_scores(run, tmp_path / "scores.txt")
+    back = np.array([float(v) for v in (tmp_path / "scores.txt").read_text().splitlines()])
+    test = load_prepared(letor_fold).splits["test"]
+    assert n == test.n_docs == back.size
+    ref = evaluate(back, np.asarray(test.labels, np.float64), np.asarray(test.offsets), names, convention="letor4")
+    np.testing.assert_array_equal(frame[names].to_numpy(), ref[names].to_numpy())
+    info = json.loads((run / "run.json").read_text())
+    assert info["config"]["metrics"]["convention"] == "letor4" and len(info["result"]["vali_by_penalty"]) == 3

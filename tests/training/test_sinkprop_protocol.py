@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from helpers import make_prepared
+from helpers import make_letor_fold, make_prepared
 from scipy import stats
 
 from bench.data import load_prepared
@@ -282,3 +282,21 @@ def test_schema_defaults_match_the_protocol_defaults():
     props = load_schema()["$defs"]["sinkprop_protocol"]["properties"]
     assert set(props) - {"methods"} == set(sp.PROTOCOL_DEFAULTS)
     assert {k: props[k]["default"] for k in sp.PROTOCOL_DEFAULTS} == sp.PROTOCOL_DEFAULTS
+
+
+def test_letor_fixture_run_is_graded_and_stopped_under_the_letor4_convention(tmp_path):
+    """Validation (the initialiser's score, early stopping) and test use the dataset's convention."""
+    fold = make_letor_fold(tmp_path / "letor")
+    cfg = _config(stages=2, penalties=[0.1])
+    cfg["metrics"] = {"names": ["ndcg@10", "map"], "empty_query": "one", "ties": "stable", "convention": "letor4"}
+    out = train_run(cfg, fold, tmp_path / "run", method="sinkprop", seed=0, device="cpu", quiet=True)
+    res = json.loads((out / "run.json").read_text())["result"]
+    vali = load_prepared(fold).splits["vali"]
+    train = load_prepared(fold).splits["train"]
+    w, b = ridge_path(train.features, train.labels).coefficients(0.0)
+    graded = {c: summarize(evaluate(predict(vali.features, w, b).astype(np.float32), np.asarray(vali.labels),
+                                    np.asarray(vali.offsets), ["ndcg@10"], convention=c))["ndcg@10"]
+              for c in ("letor4", "default")}
+    assert graded["letor4"] != graded["default"]  # the fixture's queries without relevant documents differ
+    assert res["init"]["vali"] == graded["letor4"] and res["best_vali"] >= graded["letor4"]
+    assert (pd.read_parquet(out / "metrics.parquet")["convention"] == "letor4").all()

@@ -20,7 +20,9 @@ three, the rest are this suite's choices where the paper gives no number):
   below; each penalty is trained from the initialiser and the one whose best validation
   score is highest wins (the first in grid order on a tie).
 - ``sigma_start`` (1.0), ``sigma_factor`` (2.0), ``stages`` (8): SmoothRank's annealing
-  (Chapelle & Wu 2010): stage :math:`t = 0, 1, \dots` minimises the objective with
+  (Chapelle & Wu 2010: start with a large sigma, divide it by a constant factor, warm-start
+  each stage; the factor 2 is our reading of it, the suite stores no copy of that paper):
+  stage :math:`t = 0, 1, \dots` minimises the objective with
   :math:`\sigma_t = \text{sigma\_start}\cdot v / \text{sigma\_factor}^t`, warm-started from
   stage :math:`t-1`'s solution. :math:`\sigma` is in squared score units (the smoothed
   indicator is :math:`\exp(-(s_i - s_{\pi(j)})^2/\sigma)`), so the schedule is scaled by
@@ -43,7 +45,7 @@ The objective of a penalty :math:`\lambda`, for the linear scorer :math:`s = X w
 
 with :math:`\ell_\sigma` the method's loss (``sinkprop``: minus the expected NDCG under
 ``n_iter`` Sinkhorn iterations of the smoothed indicator plus ``eps``; the method's
-``params`` other than ``sigma``, which the schedule sets), :math:`K` the derived queries. The
+``params`` other than ``sigma``, which the schedule sets), :math:`K` the contributing derived queries. The
 intercept :math:`b` moves no ranking (every list's loss is shift-invariant), so it stays at
 the initialiser's :math:`b_{LS}` and only :math:`w` is optimised and regularised.
 

@@ -66,9 +66,32 @@ def _key(path: Iterable[Any]) -> str:
     return ".".join(str(p) for p in path) or "<top level>"
 
 
+# the keys that make a method entry of each kind (schema `method`: exactly one kind per entry)
+METHOD_KIND_KEYS = {
+    "neural": ("loss", "model", "train"),
+    "GBDT": ("gbdt", "objective", "num_trees", "early_stopping_rounds"),
+    "linear": ("linear", "penalties"),
+}
+
+
+def _method_kinds_message(where: str, entry: dict[str, Any]) -> str | None:
+    """A method entry with keys of several kinds (or of none): say which keys clash."""
+    found = {kind: [k for k in keys if k in entry] for kind, keys in METHOD_KIND_KEYS.items()}
+    found = {kind: keys for kind, keys in found.items() if keys}
+    if len(found) < 2:
+        return None
+    clash = "; ".join(f"{kind}: {', '.join(keys)}" for kind, keys in found.items())
+    return (f"config key '{where}': mixes keys of several method kinds ({clash}); a method is neural "
+            "(loss), GBDT (gbdt + objective) or linear (linear: least_squares)")
+
+
 def _describe(error: jsonschema.ValidationError) -> str:
     """One line naming the key: unknown keys by name, wrong values with their path."""
     path = list(error.absolute_path)
+    if error.validator == "oneOf" and len(path) == 2 and path[0] == "methods" and isinstance(error.instance, dict):
+        mixed = _method_kinds_message(_key(path), error.instance)
+        if mixed:
+            return mixed
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):
         allowed = set(error.schema.get("properties", {}))
         extra = sorted(k for k in error.instance if k not in allowed)

@@ -125,13 +125,16 @@ def test_sinkprop_protocol_and_linear_method_references(default_raw):
     raw = copy.deepcopy(default_raw)
     raw["protocols"]["letor"]["model"]["hidden"] = [16]
     assert "protocols.letor.model': the SinkProp protocol" in _error(raw)
-    for extra in ({"loss": "rmse"}, {"train": {"lr": 0.1}}, {"num_trees": 3}):
+    for extra, clash in (({"loss": "rmse"}, "neural: loss"), ({"train": {"lr": 0.1}}, "neural: train"),
+                         ({"num_trees": 3}, "GBDT: num_trees")):
         raw = copy.deepcopy(default_raw)
         raw["methods"]["linear_regression"].update(extra)
-        assert "methods.linear_regression" in _error(raw)
+        message = _error(raw)
+        assert "config key 'methods.linear_regression': mixes keys of several method kinds" in message
+        assert clash in message and "linear: linear, penalties" in message
     raw = copy.deepcopy(default_raw)
     raw["methods"]["ranknet"]["penalties"] = [1.0]  # a grid on a loss
-    assert "methods.ranknet" in _error(raw)
+    assert "'methods.ranknet': mixes keys of several method kinds (neural: loss; linear: penalties)" in _error(raw)
 
 
 def test_yaml_syntax_error_names_file_and_line(tmp_path):

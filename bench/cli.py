@@ -21,7 +21,7 @@ from bench.errors import BenchError
 # module -> the sub-commands it registers (listed so `--help` works without importing all)
 STAGES: dict[str, tuple[str, ...]] = {
     "bench.data.cli": ("datasets", "fetch", "prepare", "synthetic"),
-    "bench.training.cli": ("train", "gbdt"),
+    "bench.training.cli": ("train", "gbdt", "linear"),
     "bench.evaluate": ("evaluate", "export-scores"),
     "bench.curves": ("loss-curves",),
     "bench.stats": ("stats",),

@@ -2,7 +2,8 @@
 
 ``tests/conftest.py`` puts this directory on ``sys.path``, so a test module says
 ``from helpers import ROOT, make_prepared``. ``make_prepared`` builds a tiny synthetic fold
-through the real ``prepare`` path, so the trainers read exactly what the workflow gives them.
+through the real ``prepare`` path, so the trainers read exactly what the workflow gives them;
+``make_letor_fold`` does the same with the LETOR-format fixture.
 """
 
 from __future__ import annotations
@@ -27,4 +28,21 @@ def make_prepared(out: Path, **options) -> Path:
     from bench.data import prepare_fold
 
     prepare_fold("synthetic", "fold1", out, {**TINY_OPTIONS, **options}, log=lambda *a, **k: None)
+    return out
+
+
+def make_letor_fold(tmp: Path) -> Path:
+    """The LETOR 4.0-format fixture (tests/fixtures/letor: CRLF, comment tails, queries without
+    relevant documents, short lists) prepared under ``tmp`` as a file-based fold: train = test =
+    its file, half of the training queries moved to vali."""
+    import shutil
+
+    from bench.data import prepare_fold
+
+    src = tmp / "raw"
+    src.mkdir(parents=True)  # a copy: prepare writes checksum sidecars beside its sources
+    shutil.copy(ROOT / "tests" / "fixtures" / "letor" / "random.test.txt", src / "random.test.txt")
+    out = tmp / "prepared" / "letor" / "Fold1"
+    prepare_fold("letor-fixture", "Fold1", out, {"vali_fraction": 0.5},
+                 files={"train": src / "random.test.txt", "test": src / "random.test.txt"}, log=lambda m: None)
     return out

@@ -61,6 +61,20 @@ def test_named_table_target_plans_only_what_it_needs():
     assert all("gpu=0" in w["_resources"] for rule, w in jobs if rule == "train")
 
 
+def test_letor_table_plans_least_squares_runs_with_the_linear_rule():
+    proc = snakemake("-n", "--nolock", "--forceall", "sinkprop_letor")
+    assert proc.returncode == 0, proc.stderr
+    jobs = _jobs(proc.stdout)
+    by_rule = {}
+    for rule, w in jobs:
+        if rule in ("train", "gbdt", "linear"):
+            by_rule.setdefault(rule, set()).add((w["method"], w["fold"]))
+    folds = {"Fold1", "Fold2"}
+    assert by_rule["linear"] == {("linear_regression", f) for f in folds}
+    assert {m for m, _ in by_rule["train"]} == {"sinkprop", "listnet", "ranknet", "rmse"}
+    assert {m for m, _ in by_rule["gbdt"]} == {"lambdamart"}
+
+
 def test_paper_profile_plans_real_datasets_with_gpu_resources():
     proc = snakemake("-n", "--nolock", "--forceall", "pirank_table1", "--configfile=config/paper.yaml")
     assert proc.returncode == 0, proc.stderr

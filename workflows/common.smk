@@ -48,6 +48,7 @@ def _alternatives(names):
 _sorted_json = lambda obj: json.dumps(obj, sort_keys=True)
 GBDT_METHODS = _alternatives(plan.method_names(config, gbdt=True))
 NEURAL_METHODS = _alternatives(plan.method_names(config, gbdt=False))
+LINEAR_METHODS = _alternatives(plan.method_names(config, kind="linear"))
 
 # targets and shared arguments
 table_outputs = _planned(plan.table_outputs)

@@ -7,8 +7,9 @@ validate_config`) first.
 
 - which tables and figures are enabled (:data:`TABLES`, :data:`FIGURES`: the names, defined
   once) and which files they need;
-- the runs: one ``(experiment, dataset, fold, method, seed)`` per job; :func:`run_config` is
-  the self-contained config one job reads (``ltr-bench train|gbdt --config``);
+- the runs: one ``(experiment, dataset, fold, method, seed)`` per job, trained by ``ltr-bench
+  train``, ``gbdt`` or ``linear`` by the method's kind (:func:`method_kind`); :func:`run_config`
+  is the self-contained config one job reads (``--config``);
 - what each evaluation, statistics table, table rendering and figure is given;
 - the frozen comparison's protocol (:func:`study_protocol`).
 
@@ -119,8 +120,22 @@ def enabled_figures(config: dict[str, Any]) -> list[str]:
     return [f for f in FIGURES if f in figs and figs[f].get("enabled", True)]
 
 
+METHOD_KINDS = ("neural", "gbdt", "linear")
+
+
+def method_kind(method_spec: dict[str, Any]) -> str:
+    """``gbdt`` (a ``gbdt:`` library), ``linear`` (``linear: least_squares``) or ``neural`` (a loss).
+
+    >>> method_kind({"gbdt": "lightgbm"}), method_kind({"linear": "least_squares"}), method_kind({"loss": "ranknet"})
+    ('gbdt', 'linear', 'neural')
+    """
+    if "gbdt" in method_spec:
+        return "gbdt"
+    return "linear" if "linear" in method_spec else "neural"
+
+
 def is_gbdt(method_spec: dict[str, Any]) -> bool:
-    return "gbdt" in method_spec
+    return method_kind(method_spec) == "gbdt"
 
 
 def compare_method_name(entry: str | dict[str, Any]) -> str:
@@ -181,7 +196,7 @@ def protocol_for_dataset(config: dict[str, Any], protocol: str, dataset: str) ->
 
 
 def run_config(config: dict[str, Any], experiment: str, dataset: str, method: str) -> dict[str, Any]:
-    """The self-contained config one run reads (``ltr-bench train|gbdt --config``).
+    """The self-contained config one run reads (``ltr-bench train|gbdt|linear --config``).
 
     Top level: the protocol's ``model`` and ``train`` for this dataset (shared defaults the
     trainer merges with the method's own ``model``/``train`` overrides), the metric
@@ -189,6 +204,8 @@ def run_config(config: dict[str, Any], experiment: str, dataset: str, method: st
     ``dataset_recipe`` (the dataset's ``source`` and ``options``; the trainer ignores it) is
     here so that changing a dataset's options changes every run config on it, and Snakemake
     re-runs those runs (and the prepare step they need) instead of keeping stale results.
+    ``sinkprop_protocol`` is there when the protocol trains this method by SinkProp's own
+    protocol (:func:`sinkprop_protocol`).
     """
     protocol_name = experiment_protocol(config, experiment)
     protocol = config["protocols"][protocol_name]
@@ -197,7 +214,7 @@ def run_config(config: dict[str, Any], experiment: str, dataset: str, method: st
     if "metrics" in protocol:
         metrics["names"] = list(protocol["metrics"])
     model, train = protocol_for_dataset(config, protocol_name, dataset)
-    return {
+    out = {
         "experiment": experiment,
         "protocol_name": protocol_name,
         "dataset": dataset,
@@ -207,6 +224,23 @@ def run_config(config: dict[str, Any], experiment: str, dataset: str, method: st
         "metrics": metrics,
         "methods": {method: spec},
     }
+    sinkprop = sinkprop_protocol(config, protocol_name, method)
+    if sinkprop is not None:
+        out["sinkprop_protocol"] = sinkprop
+    return out
+
+
+def sinkprop_protocol(config: dict[str, Any], protocol: str, method: str) -> dict[str, Any] | None:
+    """The protocol's ``sinkprop_protocol`` settings (without ``methods``) when it lists ``method``.
+
+    ``ltr-bench train`` trains a run whose config carries them by SinkProp's own protocol
+    (:mod:`bench.training.sinkprop_protocol`); every other method of the protocol keeps the
+    generic loop.
+    """
+    spec = config["protocols"][protocol].get("sinkprop_protocol")
+    if not spec or method not in spec.get("methods", []):
+        return None
+    return {k: copy.deepcopy(v) for k, v in spec.items() if k != "methods"}
 
 
 def freeze_datasets(config: dict[str, Any]) -> list[str]:
@@ -236,11 +270,13 @@ def compare_datasets(config: dict[str, Any]) -> list[str]:
 def study_protocol(config: dict[str, Any], protocol: str, dataset: str) -> dict[str, Any]:
     """What a frozen comparison must share: data recipe, folds, model, schedule, seeds, metrics.
 
-    Method-independent by construction; :func:`bench.frozen.protocol_hash` hashes it.
+    Method-independent by construction; :func:`bench.frozen.protocol_hash` hashes it. A
+    protocol with a ``sinkprop_protocol`` section adds it (methods list included), so frozen
+    runs trained by it are not compared with runs of other settings.
     """
     ds = config["datasets"][dataset]
     model, train = protocol_for_dataset(config, protocol, dataset)
-    return {
+    out = {
         "dataset": {"name": dataset, "source": ds["source"], "folds": list(ds["folds"]), "options": ds["options"]},
         "model": model,
         "train": train,
@@ -248,6 +284,9 @@ def study_protocol(config: dict[str, Any], protocol: str, dataset: str) -> dict[
         "evaluation": metric_conventions(config, dataset),
         "metrics": list(config["freeze"]["metrics"]),
     }
+    if config["protocols"][protocol].get("sinkprop_protocol"):
+        out["sinkprop_protocol"] = copy.deepcopy(config["protocols"][protocol]["sinkprop_protocol"])
+    return out
 
 
 # ----------------------------------------------------------------------------- the workflow's files
@@ -268,9 +307,14 @@ def all_methods(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {**config["methods"], **compare_methods(config)}
 
 
-def method_names(config: dict[str, Any], *, gbdt: bool) -> list[str]:
-    """The GBDT (``gbdt=True``) or neural methods, sorted (the train/gbdt wildcard constraints)."""
-    return sorted(m for m, spec in all_methods(config).items() if is_gbdt(spec) == gbdt)
+def method_names(config: dict[str, Any], *, gbdt: bool | None = None, kind: str | None = None) -> list[str]:
+    """The methods of one kind (:data:`METHOD_KINDS`), sorted: the train/gbdt/linear wildcard
+    constraints. ``gbdt=True`` is ``kind="gbdt"``, ``gbdt=False`` is ``kind="neural"``."""
+    if kind is None:
+        kind = "gbdt" if gbdt else "neural"
+    if kind not in METHOD_KINDS:
+        raise ValueError(f"kind must be one of {METHOD_KINDS}, got {kind!r}")
+    return sorted(m for m, spec in all_methods(config).items() if method_kind(spec) == kind)
 
 
 def dataset_spec(config: dict[str, Any], dataset: str) -> dict[str, Any]:

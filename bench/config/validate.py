@@ -28,7 +28,8 @@ from typing import Any, Iterable
 import jsonschema
 import yaml
 
-from bench.config.plan import compare_method_name, dataset_convention, merged_model, resolve_role, table_datasets
+from bench.config.plan import (compare_method_name, dataset_convention, merged_model, method_kind, resolve_role,
+                               table_datasets)
 from bench.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,9 +66,32 @@ def _key(path: Iterable[Any]) -> str:
     return ".".join(str(p) for p in path) or "<top level>"
 
 
+# the keys that make a method entry of each kind (schema `method`: exactly one kind per entry)
+METHOD_KIND_KEYS = {
+    "neural": ("loss", "model", "train"),
+    "GBDT": ("gbdt", "objective", "num_trees", "early_stopping_rounds"),
+    "linear": ("linear", "penalties"),
+}
+
+
+def _method_kinds_message(where: str, entry: dict[str, Any]) -> str | None:
+    """A method entry with keys of several kinds (or of none): say which keys clash."""
+    found = {kind: [k for k in keys if k in entry] for kind, keys in METHOD_KIND_KEYS.items()}
+    found = {kind: keys for kind, keys in found.items() if keys}
+    if len(found) < 2:
+        return None
+    clash = "; ".join(f"{kind}: {', '.join(keys)}" for kind, keys in found.items())
+    return (f"config key '{where}': mixes keys of several method kinds ({clash}); a method is neural "
+            "(loss), GBDT (gbdt + objective) or linear (linear: least_squares)")
+
+
 def _describe(error: jsonschema.ValidationError) -> str:
     """One line naming the key: unknown keys by name, wrong values with their path."""
     path = list(error.absolute_path)
+    if error.validator == "oneOf" and len(path) == 2 and path[0] == "methods" and isinstance(error.instance, dict):
+        mixed = _method_kinds_message(_key(path), error.instance)
+        if mixed:
+            return mixed
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):
         allowed = set(error.schema.get("properties", {}))
         extra = sorted(k for k in error.instance if k not in allowed)
@@ -167,6 +191,24 @@ def check_model(model: dict[str, Any], where: str) -> None:
         raise ConfigError(f"config key '{where}.hidden': model type '{kind}' takes {want}, got {hidden!r}")
 
 
+def check_sinkprop_protocol(config: dict[str, Any], protocol: str) -> None:
+    """``protocols.<p>.sinkprop_protocol.methods`` name neural methods, and the protocol's model is linear."""
+    spec = config["protocols"][protocol].get("sinkprop_protocol")
+    if not spec:
+        return
+    where = f"protocols.{protocol}.sinkprop_protocol"
+    for i, name in enumerate(spec["methods"]):
+        _require(config["methods"], name, f"{where}.methods.{i}", "method")
+        if method_kind(config["methods"][name]) != "neural":
+            raise ConfigError(f"config key '{where}.methods.{i}': '{name}' is not a neural method (a loss); "
+                              "the SinkProp protocol trains a loss")
+    model = config["protocols"][protocol]["model"]
+    if model.get("type", "mlp") != "mlp" or model.get("hidden") != [] or model.get("batch_norm") \
+            or model.get("output_activation") is not None:
+        raise ConfigError(f"config key 'protocols.{protocol}.model': the SinkProp protocol ({where}) trains a "
+                          f"linear scorer: {{type: mlp, hidden: [], batch_norm: false}}, got {model!r}")
+
+
 def check_conventions(config: dict[str, Any]) -> None:
     """A LETOR evaluation convention keeps score ties in file order: ``evaluation.ties`` must be
     ``stable`` when any dataset is graded by one."""
@@ -193,6 +235,7 @@ def check_references(config: dict[str, Any]) -> None:
         for method, spec in methods.items():
             if "model" in spec:
                 check_model(merged_model(proto["model"], spec["model"]), f"methods.{method}.model")
+        check_sinkprop_protocol(config, name)
     for role, name in config.get("roles", {}).items():
         _require(datasets, name, f"roles.{role}", "dataset")
     for table, spec in config.get("tables", {}).items():

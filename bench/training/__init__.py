@@ -11,9 +11,13 @@
 - :mod:`~bench.training.loop`: the training loop (epochs, validation, early stopping);
 - :mod:`~bench.training.neural`: :func:`~bench.training.neural.train_run`;
 - :mod:`~bench.training.gbdt`: :func:`~bench.training.gbdt.gbdt_run` (LightGBM, XGBoost);
-- :mod:`~bench.training.common`: what both run kinds share (load the fold, evaluate a split,
+- :mod:`~bench.training.linear`: :func:`~bench.training.linear.linear_run` (least squares with
+  a ridge grid chosen on validation; the solver SinkProp's protocol starts from);
+- :mod:`~bench.training.sinkprop_protocol`, :mod:`~bench.training.sinkprop_run`: SinkProp's
+  own protocol (Sec. 5), which ``train_run`` hands a run to when its config asks for it;
+- :mod:`~bench.training.common`: what every run kind shares (load the fold, evaluate a split,
   record provenance, write the run directory);
-- :mod:`~bench.training.cli`: ``ltr-bench train`` and ``ltr-bench gbdt``.
+- :mod:`~bench.training.cli`: ``ltr-bench train``, ``ltr-bench gbdt`` and ``ltr-bench linear``.
 
-Nothing is imported here, so ``ltr-bench gbdt`` never imports torch.
+Nothing is imported here, so ``ltr-bench gbdt`` and ``ltr-bench linear`` never import torch.
 """

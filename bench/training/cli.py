@@ -1,11 +1,11 @@
-"""``ltr-bench train`` and ``ltr-bench gbdt``: one prepared fold, one method, one seed.
+"""``ltr-bench train``, ``gbdt`` and ``linear``: one prepared fold, one method, one seed.
 
-Both take the same arguments (:func:`add_run_arguments`) and go through
+All three take the same arguments (:func:`add_run_arguments`) and go through
 :func:`run_from_cli`: read the job's config (:func:`bench.config.run.read_run_config`),
 call the trainer, print the run directory. Errors the user can fix
 (:class:`bench.errors.BenchError`: a config key, a missing fold, a diverged run, a library
 refusing its parameters) reach ``ltr-bench`` as one line and exit status 2. The trainers
-are imported when their command runs, so ``ltr-bench gbdt`` never imports torch.
+are imported when their command runs, so ``ltr-bench gbdt`` and ``linear`` never import torch.
 """
 
 from __future__ import annotations
@@ -65,8 +65,14 @@ def _cli_gbdt(args) -> int:
     return run_from_cli(gbdt_run, args)
 
 
+def _cli_linear(args) -> int:
+    from bench.training.linear import linear_run
+
+    return run_from_cli(linear_run, args)
+
+
 def register_cli(subparsers) -> None:
-    """Add ``ltr-bench train`` and ``ltr-bench gbdt``."""
+    """Add ``ltr-bench train``, ``ltr-bench gbdt`` and ``ltr-bench linear``."""
     p = subparsers.add_parser("train", help="train one neural method on one prepared fold with one seed")
     add_run_arguments(
         p,
@@ -86,3 +92,12 @@ def register_cli(subparsers) -> None:
         threads_help="library threads (0: library default)",
     )
     g.set_defaults(func=_cli_gbdt)
+    lin = subparsers.add_parser("linear", help="fit one least-squares linear regression (ridge grid) on one prepared fold")
+    add_run_arguments(
+        lin,
+        method_help="key under methods: in the config (with linear: least_squares)",
+        config_help="YAML or JSON config",
+        quiet_help="no summary line",
+        threads_help="recorded only (NumPy's BLAS decides)",
+    )
+    lin.set_defaults(func=_cli_linear)

@@ -185,6 +185,8 @@ def resolve_run_config(config: dict[str, Any], method: str) -> dict[str, Any]:
     entry = method_entry(config, method)
     if "gbdt" in entry:
         raise ConfigError(f"methods.{method}: a GBDT method; train it with `ltr-bench gbdt`")
+    if "linear" in entry:
+        raise ConfigError(f"methods.{method}: a linear method; fit it with `ltr-bench linear`")
     for k in entry:
         check(k in METHOD_KEYS, f"methods.{method}.{k}", f"unknown key; known keys: {', '.join(METHOD_KEYS)}")
     loss = entry.get("loss")

@@ -56,8 +56,15 @@ def train_run(
     machine running several jobs, 1 per job is often several times faster than oversubscribing.
     Raises :class:`bench.errors.ConfigError` for a bad config and
     :class:`bench.errors.TrainingDiverged` for a non-finite loss or gradient; in both cases
-    ``out_dir`` is not created.
+    ``out_dir`` is not created. A run config with a ``sinkprop_protocol`` section (written by
+    :func:`bench.config.plan.run_config` for the methods that protocol lists) is trained by
+    :func:`bench.training.sinkprop_run.protocol_run` instead (no checkpoint: it is one short fit).
     """
+    if config.get("sinkprop_protocol") is not None:
+        from bench.training.sinkprop_run import protocol_run
+
+        return protocol_run(config, prepared_dir, out_dir, method=method, seed=seed, device=device, quiet=quiet,
+                            threads=threads)
     started = time.perf_counter()
     out_dir = Path(out_dir)
     cfg = resolve_run_config(config, method)

@@ -32,24 +32,33 @@ def test_every_run_config_is_accepted_by_the_trainers(profile):
     """Each (protocol, dataset, method) the tables train resolves in bench.training."""
     from bench.training.config import resolve_run_config
     from bench.training.gbdt import resolve_gbdt_config
+    from bench.training.linear import resolve_linear_config
+    from bench.training.sinkprop_protocol import check_linear_model, resolve_protocol
 
     files = [] if profile == "default.yaml" else [ROOT / "config" / profile]
     cfg = cv.load_config(*files, overrides={"compare": {"losses": ["examples.my_loss:pairwise_squared_hinge"]}})
-    seen = 0
+    seen = sinkprop_runs = 0
     for table in plan.enabled_tables(cfg):
         protocol = cfg["tables"][table]["protocol"]
         for ds in plan.table_datasets(cfg, table):
             for method in plan.table_methods(cfg, table):
                 run_cfg = plan.run_config(cfg, protocol, ds, method)
-                if plan.is_gbdt(cfg["methods"][method]):
+                kind = plan.method_kind(cfg["methods"][method])
+                if kind == "gbdt":
                     resolve_gbdt_config(run_cfg, method)
+                elif kind == "linear":
+                    resolve_linear_config(run_cfg, method)
                 else:
-                    resolve_run_config(run_cfg, method)
+                    resolved = resolve_run_config(run_cfg, method)
+                    if "sinkprop_protocol" in run_cfg:
+                        resolve_protocol(run_cfg["sinkprop_protocol"])
+                        check_linear_model(resolved["model"])
+                        sinkprop_runs += 1
                 seen += 1
     for ds in plan.compare_datasets(cfg):
         resolve_run_config(plan.run_config(cfg, plan.COMPARE_EXPERIMENT, ds, "examples.my_loss.pairwise_squared_hinge"),
                            "examples.my_loss.pairwise_squared_hinge")
-    assert seen > 50
+    assert seen > 50 and sinkprop_runs >= 1
 
 
 def test_study_protocol_excludes_methods_and_includes_what_must_match():
@@ -101,11 +110,36 @@ def test_targets_list_every_enabled_table_and_figure_and_refuse_disabled_ones(cf
     assert plan.freeze_outputs(cfg) == ["results/frozen/default/syn-web/manifest.json"]
 
 
-def test_method_names_split_gbdt_from_neural_runs(cfg):
+def test_method_names_split_gbdt_linear_and_neural_runs(cfg):
     gbdt, neural = plan.method_names(cfg, gbdt=True), plan.method_names(cfg, gbdt=False)
-    assert gbdt and neural and not set(gbdt) & set(neural)
-    assert set(gbdt) | set(neural) == set(cfg["methods"]) and gbdt == sorted(gbdt)
+    linear = plan.method_names(cfg, kind="linear")
+    assert gbdt == plan.method_names(cfg, kind="gbdt") and neural == plan.method_names(cfg, kind="neural")
+    assert gbdt and neural and linear == ["linear_regression"]
+    assert not set(gbdt) & set(neural) and not set(linear) & (set(gbdt) | set(neural))
+    assert set(gbdt) | set(neural) | set(linear) == set(cfg["methods"]) and gbdt == sorted(gbdt)
     assert all("gbdt" in cfg["methods"][m] for m in gbdt)
+    with pytest.raises(ValueError, match="kind must be one of"):
+        plan.method_names(cfg, kind="tree")
+
+
+def test_sinkprop_protocol_reaches_only_the_methods_it_lists(cfg):
+    """The letor protocol's sinkprop_protocol goes (without `methods`) into sinkprop's run config only."""
+    spec = cfg["protocols"]["letor"]["sinkprop_protocol"]
+    run = plan.run_config(cfg, "letor", "syn-letor", "sinkprop")
+    assert run["sinkprop_protocol"] == {k: v for k, v in spec.items() if k != "methods"}
+    assert "sinkprop_protocol" not in plan.run_config(cfg, "letor", "syn-letor", "listnet")
+    assert "sinkprop_protocol" not in plan.run_config(cfg, "unified", "syn-web", "sinkprop")
+    assert plan.study_protocol(cfg, "letor", "syn-letor")["sinkprop_protocol"] == spec
+    assert "sinkprop_protocol" not in plan.study_protocol(cfg, "unified", "syn-web")
+    paper = cv.load_config(ROOT / "config" / "paper.yaml")
+    mine, theirs = paper["protocols"]["letor"]["sinkprop_protocol"], spec
+    # the default profile shrinks budgets only: same derived queries, cap, initialiser, schedule shape
+    for key in ("methods", "derived_queries", "max_derived_size", "init_penalties", "sigma_start", "sigma_factor",
+                "lbfgs_history", "patience"):
+        assert mine[key] == theirs[key], key
+    assert set(theirs["penalties"]) <= set(mine["penalties"]) and theirs["stages"] <= mine["stages"]
+    assert theirs["lbfgs_iterations"] <= mine["lbfgs_iterations"]
+    assert mine["derived_queries"] == 20 and mine["max_derived_size"] == 200  # the paper's values
 
 
 def test_table_spec_names_stand_ins_layout_and_sources(cfg):

@@ -49,6 +49,9 @@ def test_paper_profile_sets_every_budget_key_it_inherits(default_raw):
         for section in ("model", "train"):
             missing = set(proto[section]) - set(paper_raw["protocols"][name][section])
             assert not missing, f"paper.yaml protocols.{name}.{section} inherits {missing} from default.yaml"
+        if "sinkprop_protocol" in proto:
+            missing = set(proto["sinkprop_protocol"]) - set(paper_raw["protocols"][name]["sinkprop_protocol"])
+            assert not missing, f"paper.yaml protocols.{name}.sinkprop_protocol inherits {missing}"
 
 
 @pytest.mark.parametrize(
@@ -59,6 +62,7 @@ def test_paper_profile_sets_every_budget_key_it_inherits(default_raw):
         (["protocols", "pirank", "train", "bach_size"], 3, "protocols.pirank.train.bach_size"),
         (["methods", "ranknet", "lable"], "x", "methods.ranknet.lable"),
         (["datasets", "syn-web", "option"], {}, "datasets.syn-web.option"),
+        (["protocols", "letor", "sinkprop_protocol", "stage"], 3, "protocols.letor.sinkprop_protocol.stage"),
     ],
 )
 def test_unknown_key_fails_naming_it(default_raw, path, value, key):
@@ -80,6 +84,10 @@ def test_unknown_key_fails_naming_it(default_raw, path, value, key):
         (["stats", "correction"], "bonferroni", "stats.correction"),
         (["tables", "arf_table2", "metrics"], ["ndcg@ten"], "tables.arf_table2.metrics.0"),
         (["gpu"], "yes", "'gpu'"),
+        (["protocols", "letor", "sinkprop_protocol", "sigma_factor"], 1, "protocols.letor.sinkprop_protocol.sigma_factor"),
+        (["protocols", "letor", "sinkprop_protocol", "penalties"], [-1], "protocols.letor.sinkprop_protocol.penalties.0"),
+        (["methods", "linear_regression", "penalties"], ["big"], "methods.linear_regression"),
+        (["methods", "linear_regression", "linear"], "lasso", "methods.linear_regression"),
     ],
 )
 def test_wrong_type_fails_naming_the_key(default_raw, path, value, key):
@@ -104,6 +112,29 @@ def test_dangling_references_fail_naming_the_key(default_raw):
     raw = copy.deepcopy(default_raw)
     raw["compare"] = {"losses": [{"name": "ranknet", "loss": "examples.my_loss:pairwise_squared_hinge"}]}
     assert "compare.losses.0" in _error(raw)
+
+
+def test_sinkprop_protocol_and_linear_method_references(default_raw):
+    """The protocol's methods must be losses of the catalogue, its model linear; a linear method
+    takes no loss, model or train section."""
+    raw = copy.deepcopy(default_raw)
+    raw["protocols"]["letor"]["sinkprop_protocol"]["methods"] = ["sinkprop", "no_such"]
+    assert "protocols.letor.sinkprop_protocol.methods.1': unknown method 'no_such'" in _error(raw)
+    raw["protocols"]["letor"]["sinkprop_protocol"]["methods"] = ["lambdamart"]
+    assert "protocols.letor.sinkprop_protocol.methods.0': 'lambdamart' is not a neural method" in _error(raw)
+    raw = copy.deepcopy(default_raw)
+    raw["protocols"]["letor"]["model"]["hidden"] = [16]
+    assert "protocols.letor.model': the SinkProp protocol" in _error(raw)
+    for extra, clash in (({"loss": "rmse"}, "neural: loss"), ({"train": {"lr": 0.1}}, "neural: train"),
+                         ({"num_trees": 3}, "GBDT: num_trees")):
+        raw = copy.deepcopy(default_raw)
+        raw["methods"]["linear_regression"].update(extra)
+        message = _error(raw)
+        assert "config key 'methods.linear_regression': mixes keys of several method kinds" in message
+        assert clash in message and "linear: linear, penalties" in message
+    raw = copy.deepcopy(default_raw)
+    raw["methods"]["ranknet"]["penalties"] = [1.0]  # a grid on a loss
+    assert "'methods.ranknet': mixes keys of several method kinds (neural: loss; linear: penalties)" in _error(raw)
 
 
 def test_yaml_syntax_error_names_file_and_line(tmp_path):

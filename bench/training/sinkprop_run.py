@@ -1,0 +1,136 @@
+"""One run under SinkProp's own protocol: initialise, resample, anneal per penalty, choose, write.
+
+:func:`protocol_run` is what ``ltr-bench train`` calls for a method whose run config carries
+a ``sinkprop_protocol`` section (:func:`bench.training.neural.train_run` hands it over); the
+protocol itself (keys, objective, annealing, early stopping) is described in
+:mod:`bench.training.sinkprop_protocol`. The run directory has the usual four files;
+``run.json``'s ``result`` records the initialiser (its ridge grid, chosen penalty, validation
+score), the regularisation grid with each penalty's best validation score and stage, the
+chosen penalty, the sigma schedule and its scale, the derived-query counts, the final
+weights and intercept; ``curve.csv`` has the initialiser's row (epoch 0) and one row per
+(penalty, stage) with ``penalty, stage, sigma, loss, regulariser`` beside the usual columns
+(``tau`` holds sigma, ``step`` the cumulative L-BFGS function evaluations of that penalty).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from bench.data.resample import resample_queries
+from bench.errors import TrainingDiverged
+from bench.provenance import cpu_name, host_peak_rss_bytes
+from bench.seeds import numpy_generator
+from bench.training.common import RunFold, RunOutput, evaluate_split, load_fold, log, write_result
+from bench.training.config import resolve_run_config
+from bench.training.device import deterministic, resolve_device, torch_threads
+from bench.training.linear import best_index, predict, ridge_path, select_penalty, vali_metric
+from bench.training.loss import make_loss
+from bench.training.sinkprop_protocol import (Annealing, PenaltyFit, check_linear_model, curve_frame,
+                                              derived_chunks, loss_with_sigma, resolve_protocol, score_variance,
+                                              sigma_schedule)
+
+SEEDING = "bench.seeds.derive_seed(dataset, fold, method, seed, 'resample')"
+
+
+def protocol_run(
+    config: dict[str, Any],
+    prepared_dir: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    *,
+    method: str,
+    seed: int,
+    device: str = "auto",
+    quiet: bool = False,
+    threads: int | None = None,
+) -> Path:
+    """Train ``method`` on a prepared fold under the config's ``sinkprop_protocol``; write the run."""
+    started = time.perf_counter()
+    cfg = resolve_run_config(config, method)
+    proto = resolve_protocol(config.get("sinkprop_protocol"))
+    check_linear_model(cfg["model"])
+    loss_fn = make_loss(cfg, method).fn
+    loss_with_sigma(loss_fn, method, cfg["params"])
+    run = load_fold(prepared_dir, method=method, seed=seed)
+    dev = resolve_device(device, on_missing_cuda=log)
+    with torch_threads(threads), deterministic(dev):
+        fitted = _fit(cfg, proto, loss_fn, run, dev)
+        n_threads = torch.get_num_threads()
+    test = run.prepared.splits["test"]
+    scores = predict(test.features, fitted["weights"], fitted["intercept"]).astype(np.float32)
+    if not np.isfinite(scores).all():
+        raise TrainingDiverged(f"methods.{method}: non-finite test scores")
+    frame = evaluate_split(scores, np.asarray(test.labels), np.asarray(test.offsets), cfg["metrics"],
+                           query_ids=np.asarray(test.qids))
+    from bench.metrics import summarize
+
+    result = {**fitted["result"], "test_means": summarize(frame, cfg["metrics"]["names"]),
+              "n_test_queries": int(frame.shape[0]), "n_parameters": int(fitted["weights"].size + 1)}
+    if not quiet:
+        log(f"SinkProp protocol: penalty {result['penalty']:g} (stage {result['best_stage']}), vali "
+            f"{result['early_stopping_metric']} {result['best_vali']:.5f} (init {result['init']['vali']:.5f})")
+    facts = {"device": dev.type, "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else cpu_name(),
+             "wall_time_s": time.perf_counter() - started, "torch_threads": n_threads,
+             "peak_memory": {"host_max_rss_bytes": host_peak_rss_bytes(), "cuda_max_allocated_bytes": None},
+             "result": result}
+    protocol = run.protocol("sinkprop_protocol", SEEDING, model=cfg["model"], metrics=cfg["metrics"],
+                            early_stopping_metric=cfg["train"]["early_stopping_metric"], sinkprop_protocol=proto)
+    output = RunOutput(scores, frame, fitted["curve"], facts)
+    return write_result(out_dir, run, output, kind="sinkprop_protocol", config={**cfg, "sinkprop_protocol": proto},
+                        device_requested=device, protocol=protocol)
+
+
+def _fit(cfg: dict[str, Any], proto: dict[str, Any], loss_fn, run: RunFold, dev: torch.device) -> dict[str, Any]:
+    """Initialiser, derived queries, one annealing per penalty, the best penalty on validation."""
+    from bench.metrics import higher_is_better
+
+    train, vali = run.prepared.splits["train"], run.prepared.splits["vali"]
+    metric = cfg["train"]["early_stopping_metric"]
+    init = select_penalty(ridge_path(train.features, train.labels), proto["init_penalties"], (train, vali), metric,
+                          cfg["metrics"])
+    grade_scores = vali_metric(vali, metric, cfg["metrics"])
+    scale = score_variance(predict(train.features, init.weights, init.intercept), np.asarray(train.offsets))
+    sigmas = sigma_schedule(proto["sigma_start"], proto["sigma_factor"], proto["stages"], scale if scale > 0 else 1.0)
+    rng = numpy_generator(run.dataset, run.fold, run.method, int(run.seed), "resample")
+    derived = resample_queries(np.asarray(train.offsets), proto["derived_queries"], proto["max_derived_size"], rng)
+    chunks = derived_chunks(train.features, train.labels, derived, dev)
+    higher = higher_is_better(metric)
+    annealing = Annealing(
+        loss=loss_fn, chunks=chunks, w0=torch.from_numpy(init.weights).to(dev), b0=init.intercept, sigmas=sigmas,
+        grade=lambda w: grade_scores(predict(vali.features, w, init.intercept)),
+        better=(lambda new, best: new > best) if higher else (lambda new, best: new < best),
+        proto=proto, metric=metric,
+    )
+    init_vali = init.vali[init.index]
+    fits = [annealing.fit(p, init_vali, i * proto["stages"]) for i, p in enumerate(proto["penalties"])]
+    chosen = fits[best_index([f.vali for f in fits], higher)]
+    n_docs = int(derived.offsets[-1])
+    result = {
+        "init": {"penalties": init.penalties, "vali_by_penalty": init.vali, "penalty": init.penalty, "vali": init_vali},
+        **_choice(fits, chosen, metric),
+        "sigma_scale": scale, "sigmas": sigmas,
+        "derived_queries": {"drawn": int(derived.sizes.size), "non_empty": derived.n_queries,
+                            "used": int(sum(c.mask.shape[0] for c in chunks)), "documents": n_docs,
+                            "capped": int((derived.sizes == proto["max_derived_size"]).sum())},
+        "weights": chosen.weights.tolist(), "intercept": init.intercept,
+    }
+    return {"weights": chosen.weights, "intercept": init.intercept, "result": result,
+            "curve": curve_frame(init_vali, metric, fits)}
+
+
+def _choice(fits: list[PenaltyFit], chosen: PenaltyFit, metric: str) -> dict[str, Any]:
+    return {
+        "penalties": [f.penalty for f in fits],
+        "vali_by_penalty": [f.vali for f in fits],
+        "best_stage_by_penalty": [f.stage for f in fits],
+        "function_evaluations_by_penalty": [f.func_evals for f in fits],
+        "penalty": chosen.penalty,
+        "best_stage": chosen.stage,
+        "best_vali": chosen.vali,
+        "early_stopping_metric": metric,
+    }

@@ -9,6 +9,7 @@ rule perf_scaling:
     params:
         args=perf_args(),
         device=config["device"],
+        compute_threads=config["threads"],  # study config, not `{threads}` (see train.smk)
     log:
         "results/logs/perf/scaling.log",
     benchmark:
@@ -19,5 +20,5 @@ rule perf_scaling:
     conda:
         "../environment.yml"
     shell:
-        "OMP_NUM_THREADS={threads} ltr-bench perf scaling {params.args} --device {params.device} "
+        "OMP_NUM_THREADS={params.compute_threads} ltr-bench perf scaling {params.args} --device {params.device} "
         "--csv {output.csv} --out {output.md} > {log} 2>&1"

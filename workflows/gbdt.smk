@@ -21,6 +21,9 @@ rule gbdt:
     benchmark:
         "results/benchmarks/runs/{experiment}/{dataset}/{fold}/{method}/seed{seed}.tsv"
     threads: config["threads"]
+    group: cluster_group("gbdt")
+    resources:
+        **cluster_resources("gbdt"),
     conda:
         "../environment.yml"
     shell:

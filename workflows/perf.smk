@@ -15,7 +15,9 @@ rule perf_scaling:
     benchmark:
         "results/benchmarks/perf/scaling.tsv"
     threads: config["threads"]
+    group: cluster_group("perf_scaling")
     resources:
+        **cluster_resources("perf_scaling"),
         gpu=GPU,
     conda:
         "../environment.yml"

@@ -46,7 +46,9 @@ rule train:
     benchmark:
         "results/benchmarks/runs/{experiment}/{dataset}/{fold}/{method}/seed{seed}.tsv"
     threads: config["threads"]
+    group: cluster_group("train")
     resources:
+        **cluster_resources("train"),
         gpu=GPU,
     conda:
         "../environment.yml"

@@ -38,6 +38,8 @@ DEFAULT_PARTITION, DEFAULT_GPU_PARTITION = "cpu", "gpu"
 
 #: rules that may use a GPU (``resources: gpu=1`` when the config says ``gpu: true``)
 GPU_RULES = frozenset({"train", "perf_scaling"})
+#: rules whose outputs GPU rules read (besides the local run_config)
+FEED_GPU_RULES = frozenset({"prepare", "check_frozen"})
 
 #: (mem_mb, runtime in minutes) per study profile and rule; "*" is every other rule.
 #: Default profile: measured peak RSS of its jobs is below 1 GB (torch + a 600-query
@@ -63,9 +65,17 @@ GROUPS: dict[str, dict[str, str]] = {
 }
 
 
-def job_group(profile: str, rule: str) -> str | None:
+def job_group(profile: str, rule: str, *, gpu: bool) -> str | None:
     """The Snakemake group of ``rule``'s jobs under the study ``profile`` (None: its own jobs).
-    An unknown profile is grouped like the paper profile."""
+
+    With ``gpu`` (the config's flag) a GPU rule's jobs are never grouped: they go to another
+    partition than the rest, and a group job has one partition (Snakemake refuses a group
+    whose jobs ask for different ``slurm_partition`` values); nor are the rules that feed them
+    (:data:`FEED_GPU_RULES`), as a group must not contain jobs both before and after a job
+    outside it. An unknown profile is grouped like the paper profile.
+    """
+    if gpu and rule in GPU_RULES | FEED_GPU_RULES:
+        return None
     return GROUPS.get(profile, GROUPS["paper"]).get(rule)
 
 

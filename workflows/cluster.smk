@@ -22,8 +22,11 @@ def cluster_resources(name):
         sized = _cluster.job_resources(PROFILE, name, threads=config["threads"], gpu=bool(GPU))
     except ConfigError as exc:
         raise WorkflowError(str(exc)) from None
-    return {**sized, "slurm_account": _slurm_account}
+    # a retry (profile: retries) of a job killed for time or memory gets attempt x as much
+    mem_mb, runtime = sized.pop("mem_mb"), sized.pop("runtime")
+    return {**sized, "mem_mb": lambda wildcards, attempt: mem_mb * attempt,
+            "runtime": lambda wildcards, attempt: runtime * attempt, "slurm_account": _slurm_account}
 
 
 def cluster_group(name):
-    return _cluster.job_group(PROFILE, name)
+    return _cluster.job_group(PROFILE, name, gpu=bool(GPU))

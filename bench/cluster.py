@@ -11,7 +11,11 @@ CPUs (``cpus_per_task``) equal the study config's ``threads``: the number of thr
 computes with comes from the config (recorded in run.json) and never from the grant, so a
 larger grant could only be wasted.
 
-Site settings are environment variables, read when the workflow is parsed:
+A retry of a job (the SLURM profile's ``retries``) asks ``attempt`` times the memory and time
+(workflows/cluster.smk), so a job killed for exceeding either gets a second chance.
+
+Site settings are environment variables of the Snakemake run (workflows/cluster.smk reads
+them when it builds the jobs):
 
 ``LTR_BENCH_SLURM_ACCOUNT``        the account (``sbatch -A``); unset: the user's SLURM default
                                    account (``sacctmgr show user``), or none when that is empty
@@ -42,8 +46,9 @@ GPU_RULES = frozenset({"train", "perf_scaling"})
 FEED_GPU_RULES = frozenset({"prepare", "check_frozen"})
 
 #: (mem_mb, runtime in minutes) per study profile and rule; "*" is every other rule.
-#: Default profile: measured peak RSS of its jobs is below 1 GB (torch + a 600-query
-#: synthetic fold); two jobs side by side fit a 2-CPU 24 GB node with room to spare.
+#: Default profile: a training job's peak RSS is about 420 MB (measured, listsize_table3 on the
+#: local cluster: torch + a 600-query synthetic fold); two jobs side by side fit a 2-CPU 24 GB
+#: node with room to spare.
 SIZES: dict[str, dict[str, tuple[int, int]]] = {
     "default": {"prepare": (2000, 15), "train": (3000, 30), "gbdt": (2000, 30), "perf_scaling": (4000, 30),
                 "*": (2000, 15)},

@@ -6,6 +6,7 @@
 # rule and reports "Mixed rules and functions".)
 from bench import cluster as _cluster
 
+
 def _slurm_account(wildcards):
     """The account for sbatch -A: LTR_BENCH_SLURM_ACCOUNT, else (only when the jobs really go
     to SLURM: the executor is known once jobs are built, not while this file is parsed) the

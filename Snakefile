@@ -6,6 +6,7 @@ configfile: "config/default.yaml"
 
 
 include: "workflows/common.smk"
+include: "workflows/cluster.smk"
 include: "workflows/data.smk"
 include: "workflows/train.smk"
 include: "workflows/gbdt.smk"

@@ -23,7 +23,8 @@
 #   SLURM_LOCAL_CPUS     CPUs of the node          (default: nproc)
 #   SLURM_LOCAL_MEM_MB   memory of the node in MB  (default: MemTotal minus 1 GB)
 #   SLURM_LOCAL_GPUS     count-only GPUs           (default: 2)
-#   SLURM_LOCAL_ACCOUNT  the account jobs use      (default: ltrbench; the profile's slurm_account)
+#   SLURM_LOCAL_ACCOUNT  the account jobs use      (default: ltrbench; made the users' default
+#                        account, which the profile uses when LTR_BENCH_SLURM_ACCOUNT is unset)
 #   SLURM_LOCAL_FORCE=1  overwrite an /etc/slurm/slurm.conf this script did not write
 # Re-running `up` after changing a setting rewrites the config and restarts slurmctld/slurmd.
 set -euo pipefail
@@ -233,6 +234,9 @@ register_account() {
     for user in "${USERS[@]}"; do
         if ! sacctmgr -n -P list assoc cluster="$CLUSTER" account="$ACCOUNT" user="$user" format=user | grep -qx "$user"; then
             sacctmgr -i add user "$user" account="$ACCOUNT" cluster="$CLUSTER" >/dev/null
+        fi
+        if [[ $(sacctmgr -n -P show user "$user" format=DefaultAccount) != "$ACCOUNT" ]]; then
+            sacctmgr -i modify user "$user" set DefaultAccount="$ACCOUNT" >/dev/null
         fi
     done
 }

@@ -16,6 +16,9 @@ rule freeze_dataset:
         out_dir=lambda w, output: os.path.dirname(output.manifest),
     log:
         "results/logs/freeze/{profile}/{dataset}.log",
+    group: cluster_group("freeze_dataset")
+    resources:
+        **cluster_resources("freeze_dataset"),
     conda:
         "../environment.yml"
     shell:
@@ -33,6 +36,9 @@ rule check_frozen:
         protocol=lambda w: study_protocol_json(w.dataset),
     log:
         "results/logs/compare/{dataset}/check_frozen.log",
+    group: cluster_group("check_frozen")
+    resources:
+        **cluster_resources("check_frozen"),
     conda:
         "../environment.yml"
     shell:
@@ -54,6 +60,9 @@ rule compare_table:
         spec=compare_spec_json,
     log:
         "results/logs/compare/{dataset}/table.log",
+    group: cluster_group("compare_table")
+    resources:
+        **cluster_resources("compare_table"),
     conda:
         "../environment.yml"
     shell:

@@ -31,6 +31,9 @@ rule prepare:
         raw_dir=config["raw_dir"],
     log:
         "results/logs/prepare/{dataset}/{fold}.log",
+    group: cluster_group("prepare")
+    resources:
+        **cluster_resources("prepare"),
     conda:
         "../environment.yml"
     shell:

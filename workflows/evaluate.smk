@@ -12,6 +12,9 @@ rule evaluate:
         args=lambda w: evaluate_params(w),
     log:
         "results/logs/evaluated/{name}/{dataset}/{fold}.log",
+    group: cluster_group("evaluate")
+    resources:
+        **cluster_resources("evaluate"),
     conda:
         "../environment.yml"
     shell:

@@ -12,6 +12,9 @@ rule figure:
         inputs=figure_input_args,
     log:
         "results/logs/figures/{figure}.log",
+    group: cluster_group("figure")
+    resources:
+        **cluster_resources("figure"),
     conda:
         "../environment.yml"
     shell:
@@ -51,6 +54,9 @@ rule loss_curves:
         args=loss_curves_args(),
     log:
         "results/logs/figures/loss_curves.log",
+    group: cluster_group("loss_curves")
+    resources:
+        **cluster_resources("loss_curves"),
     conda:
         "../environment.yml"
     shell:

@@ -13,6 +13,7 @@ rule gbdt:
     params:
         run_dir=lambda w, output: os.path.dirname(output.scores),
         device=config["device"],
+        compute_threads=config["threads"],  # study config, not `{threads}` (see train.smk)
     wildcard_constraints:
         method=GBDT_METHODS,
     log:
@@ -20,9 +21,12 @@ rule gbdt:
     benchmark:
         "results/benchmarks/runs/{experiment}/{dataset}/{fold}/{method}/seed{seed}.tsv"
     threads: config["threads"]
+    group: cluster_group("gbdt")
+    resources:
+        **cluster_resources("gbdt"),
     conda:
         "../environment.yml"
     shell:
-        "OMP_NUM_THREADS={threads} ltr-bench gbdt --prepared {input.prepared} --out {params.run_dir} "
+        "OMP_NUM_THREADS={params.compute_threads} ltr-bench gbdt --prepared {input.prepared} --out {params.run_dir} "
         "--method {wildcards.method} --seed {wildcards.seed} --config {input.config} --device {params.device} "
-        "--threads {threads} --quiet > {log} 2>&1"
+        "--threads {params.compute_threads} --quiet > {log} 2>&1"

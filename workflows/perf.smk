@@ -9,15 +9,18 @@ rule perf_scaling:
     params:
         args=perf_args(),
         device=config["device"],
+        compute_threads=config["threads"],  # study config, not `{threads}` (see train.smk)
     log:
         "results/logs/perf/scaling.log",
     benchmark:
         "results/benchmarks/perf/scaling.tsv"
     threads: config["threads"]
+    group: cluster_group("perf_scaling")
     resources:
+        **cluster_resources("perf_scaling"),
         gpu=GPU,
     conda:
         "../environment.yml"
     shell:
-        "OMP_NUM_THREADS={threads} ltr-bench perf scaling {params.args} --device {params.device} "
+        "OMP_NUM_THREADS={params.compute_threads} ltr-bench perf scaling {params.args} --device {params.device} "
         "--csv {output.csv} --out {output.md} > {log} 2>&1"

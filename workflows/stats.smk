@@ -11,6 +11,9 @@ rule stats:
         args=stats_params(),
     log:
         "results/logs/stats/{table}.log",
+    group: cluster_group("stats")
+    resources:
+        **cluster_resources("stats"),
     conda:
         "../environment.yml"
     shell:

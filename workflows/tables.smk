@@ -17,6 +17,9 @@ rule table:
         spec=table_spec_json,
     log:
         "results/logs/tables/{table}.log",
+    group: cluster_group("table")
+    resources:
+        **cluster_resources("table"),
     conda:
         "../environment.yml"
     shell:

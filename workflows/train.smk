@@ -35,6 +35,10 @@ rule train:
     params:
         run_dir=lambda w, output: os.path.dirname(output.scores),
         device=config["device"],
+        # compute threads come from the study config (recorded in run.json as torch_threads),
+        # never from `{threads}`: Snakemake caps that at --cores and a profile's set-threads
+        # changes it, and CPU results depend on torch's thread count
+        compute_threads=config["threads"],
     wildcard_constraints:
         method=NEURAL_METHODS,
     log:
@@ -42,12 +46,14 @@ rule train:
     benchmark:
         "results/benchmarks/runs/{experiment}/{dataset}/{fold}/{method}/seed{seed}.tsv"
     threads: config["threads"]
+    group: cluster_group("train")
     resources:
+        **cluster_resources("train"),
         gpu=GPU,
     conda:
         "../environment.yml"
     shell:
         # the repository root on PYTHONPATH: user losses are `package.module:function`
-        'export PYTHONPATH="$PWD${{PYTHONPATH:+:$PYTHONPATH}}" OMP_NUM_THREADS={threads}; '
+        'export PYTHONPATH="$PWD${{PYTHONPATH:+:$PYTHONPATH}}" OMP_NUM_THREADS={params.compute_threads}; '
         "ltr-bench train --prepared {input.prepared} --out {params.run_dir} --method {wildcards.method} "
-        "--seed {wildcards.seed} --config {input.config} --device {params.device} --threads {threads} --quiet > {log} 2>&1"
+        "--seed {wildcards.seed} --config {input.config} --device {params.device} --threads {params.compute_threads} --quiet > {log} 2>&1"

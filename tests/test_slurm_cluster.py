@@ -1,0 +1,153 @@
+"""The SLURM path for real (issue 14): bring up a single-node cluster with
+scripts/slurm-local.sh, run a small table through the profile exactly as shipped, check that
+every job was submitted with sbatch and accounted COMPLETED in sacct, that GPU rules go to the
+GPU partition with a GPU when the config asks, and that the tables are the bytes of a local
+`snakemake --cores 2` run.
+
+Slow (three runs of listsize_table3, about 2-3 minutes on 2 cores) and needs root plus
+Debian's packages (apt-get install -y slurmctld slurmd slurm-client slurmdbd munge
+mariadb-server); skipped with the reason otherwise. Run it with:
+
+    python -m pytest -m slow tests/test_slurm_cluster.py
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
+for _var in ("LTR_BENCH_SLURM_ACCOUNT", "LTR_BENCH_SLURM_PARTITION", "LTR_BENCH_SLURM_GPU_PARTITION"):
+    ENV.pop(_var, None)
+TABLE = "listsize_table3"
+NEEDED = ("munged", "mungekey", "mariadbd", "slurmdbd", "slurmctld", "slurmd", "sbatch", "sacct", "sacctmgr", "squeue")
+
+
+def _missing() -> list[str]:
+    return [b for b in NEEDED if shutil.which(b) is None and not Path(f"/usr/sbin/{b}").exists()]
+
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="a local SLURM cluster needs root (daemons, /etc/slurm, mknod)"),
+    pytest.mark.skipif(bool(_missing()), reason=f"SLURM packages missing ({' '.join(_missing())}): apt-get install "
+                       "-y slurmctld slurmd slurm-client slurmdbd munge mariadb-server"),
+]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / "slurm-local.sh"), "up"], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("slurm-local: up:"), proc.stdout
+    return proc.stdout
+
+
+def _checkout(dest: Path) -> Path:
+    """The workflow as a fresh clone has it (committed frozen baselines, no results)."""
+    ignore = shutil.ignore_patterns(".git", ".snakemake", "results", "reports", "*.egg-info", "__pycache__",
+                                    ".pytest_cache", ".venv")
+    shutil.copytree(ROOT, dest, ignore=ignore)
+    shutil.copytree(ROOT / "results" / "frozen", dest / "results" / "frozen")
+    return dest
+
+
+def _snakemake(root: Path, *args: str) -> str:
+    proc = subprocess.run(["snakemake", *args], cwd=root, env=ENV, capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-5000:]
+    return proc.stdout + proc.stderr
+
+
+def _tables(root: Path) -> dict[str, bytes]:
+    found = {p.name: p.read_bytes() for p in sorted((root / "reports" / "tables").glob(f"{TABLE}.*"))}
+    assert set(found) == {f"{TABLE}.md", f"{TABLE}.tex", f"{TABLE}.html"}
+    return found
+
+
+def _accounted(log: str) -> list[dict[str, str]]:
+    """sacct's rows for every job this run submitted (the plugin names them by the run ID)."""
+    run_id = re.search(r"SLURM run ID: (\S+)", log).group(1)
+    submitted = set(re.findall(r"submitted with SLURM jobid (\d+)", log))
+    assert submitted, log[-3000:]
+    for _ in range(40):  # slurmdbd may lag the controller by a few seconds
+        out = subprocess.run(["sacct", "-X", "-n", "-P", "--name", run_id, "-S", "now-1days",
+                              "-o", "JobID,Partition,Account,State,AllocTRES"],
+                             capture_output=True, text=True, check=True).stdout
+        rows = [dict(zip(("id", "partition", "account", "state", "tres"), line.split("|")))
+                for line in out.splitlines() if line.strip()]
+        if {r["id"] for r in rows} >= submitted and all(r["state"] == "COMPLETED" for r in rows):
+            break
+        time.sleep(0.5)
+    assert {r["id"] for r in rows} == submitted, (rows, submitted)
+    assert all(r["state"] == "COMPLETED" for r in rows), rows
+    return rows
+
+
+def test_a_table_through_the_profile_equals_the_local_run(cluster, tmp_path):
+    local = _checkout(tmp_path / "local")
+    _snakemake(local, "--cores", "2", TABLE)
+    expected = _tables(local)
+
+    shipped = _checkout(tmp_path / "cluster")
+    log = _snakemake(shipped, "--profile", "workflows/profiles/slurm", TABLE)  # the one command of the README
+    rows = _accounted(log)
+    # every job of the table ran on the cluster (run_config is a local rule), grouped: one job
+    assert re.search(r"rule_study_|group_study_", log) and len(rows) == 1, rows
+    assert all(r["partition"] == "cpu" and "gres/gpu" not in r["tres"] for r in rows)
+    assert all(r["account"] == "ltrbench" for r in rows)  # the users' default account, set by the script
+    assert _tables(shipped) == expected
+
+    gpu = _checkout(tmp_path / "gpu")
+    log = _snakemake(gpu, "--profile", "workflows/profiles/slurm", TABLE, "--config", "gpu=True")
+    rows = _accounted(log)
+    on_gpu = [r for r in rows if r["partition"] == "gpu"]
+    assert len(on_gpu) == 4 and all("gres/gpu=1" in r["tres"] for r in on_gpu), rows  # the four training runs
+    assert all("gres/gpu" not in r["tres"] for r in rows if r["partition"] == "cpu")
+    assert _tables(gpu) == expected
+
+
+def test_a_cancelled_job_is_retried_and_the_run_completes_with_the_same_tables(cluster, tmp_path):
+    local = _checkout(tmp_path / "local")
+    _snakemake(local, "--cores", "2", TABLE)
+    root = _checkout(tmp_path / "cancelled")
+    log_path = tmp_path / "cancelled.log"
+    with open(log_path, "w") as log_file:
+        proc = subprocess.Popen(["snakemake", "--profile", "workflows/profiles/slurm", TABLE], cwd=root, env=ENV,
+                                stdout=log_file, stderr=subprocess.STDOUT)
+        try:
+            job = _first_running_job(log_path)
+            subprocess.run(["scancel", job], check=True)
+            # the plugin's default status command (sacct) says "CANCELLED by 0" and waits forever;
+            # the profile's squeue says CANCELLED: failed, retried (retries: 1)
+            assert proc.wait(timeout=600) == 0, log_path.read_text()[-5000:]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    log = log_path.read_text()
+    state = subprocess.run(["sacct", "-X", "-n", "-P", "-j", job, "-o", "State"], capture_output=True, text=True,
+                           check=True).stdout.strip()
+    assert state.startswith("CANCELLED"), state  # "CANCELLED by 0" in sacct
+    assert "Trying to restart job" in log, log[-5000:]
+    assert _tables(root) == _tables(local)
+
+
+def _first_running_job(log_path: Path, timeout: float = 300) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = re.search(r"SLURM run ID: (\S+)", log_path.read_text())
+        if found:
+            out = subprocess.run(["squeue", "-h", "-t", "R", "--name", found.group(1), "-o", "%i"],
+                                 capture_output=True, text=True).stdout.split()
+            if out:
+                time.sleep(2)  # let it start computing
+                return out[0]
+        time.sleep(0.5)
+    raise AssertionError(f"no job of the run started within {timeout} s: {log_path.read_text()[-3000:]}")

@@ -1,0 +1,33 @@
+# Cluster resources of the non-local rules, from bench/cluster.py: sizes per study profile,
+# CPUs = config threads, account and partitions from LTR_BENCH_SLURM_* environment variables.
+# The rules carry them, so the SLURM profile needs no per-rule mapping that a command-line
+# --set-resources would silently replace. Local runs ignore them (no --resources limits).
+# (Keep the words r-u-l-e and a colon off one line here: `snakemake --lint` takes that for a
+# rule and reports "Mixed rules and functions".)
+from bench import cluster as _cluster
+
+
+def _slurm_account(wildcards):
+    """The account for sbatch -A: LTR_BENCH_SLURM_ACCOUNT, else (only when the jobs really go
+    to SLURM: the executor is known once jobs are built, not while this file is parsed) the
+    user's SLURM default account; "" lets the plugin decide (its own guess always fails)."""
+    if os.environ.get(_cluster.ENV_ACCOUNT):
+        return os.environ[_cluster.ENV_ACCOUNT]
+    if getattr(workflow.executor_plugin, "name", None) == "slurm":
+        return _cluster.default_account() or ""
+    return ""
+
+
+def cluster_resources(name):
+    try:
+        sized = _cluster.job_resources(PROFILE, name, threads=config["threads"], gpu=bool(GPU))
+    except ConfigError as exc:
+        raise WorkflowError(str(exc)) from None
+    # a retry (profile: retries) of a job killed for time or memory gets attempt x as much
+    mem_mb, runtime = sized.pop("mem_mb"), sized.pop("runtime")
+    return {**sized, "mem_mb": lambda wildcards, attempt: mem_mb * attempt,
+            "runtime": lambda wildcards, attempt: runtime * attempt, "slurm_account": _slurm_account}
+
+
+def cluster_group(name):
+    return _cluster.job_group(PROFILE, name, gpu=bool(GPU))

@@ -66,7 +66,7 @@ SIZES: dict[str, dict[str, tuple[int, int]]] = {
 #: profile keeps each training run its own (GPU, hours-long) job and groups only the short
 #: summarising steps that follow one another.
 GROUPS: dict[str, dict[str, str]] = {
-    "default": dict.fromkeys(("prepare", "train", "gbdt", "evaluate", "stats", "table", "figure", "loss_curves",
+    "default": dict.fromkeys(("prepare", "train", "gbdt", "linear", "evaluate", "stats", "table", "figure", "loss_curves",
                               "perf_scaling", "freeze_dataset", "check_frozen", "compare_table"), "study"),
     "paper": dict.fromkeys(("evaluate", "stats", "table", "figure", "compare_table"), "summaries"),
 }

@@ -23,7 +23,7 @@ for _var in (cluster.ENV_ACCOUNT, cluster.ENV_PARTITION, cluster.ENV_GPU_PARTITI
     ENV.pop(_var, None)
 # the node scripts/slurm-local.sh declares on the 2-CPU development machine
 SMALL_NODE_CPUS, SMALL_NODE_MEM_MB = 2, 23081
-WORKFLOW_RULES = ("prepare", "train", "gbdt", "evaluate", "stats", "table", "figure", "loss_curves", "perf_scaling",
+WORKFLOW_RULES = ("prepare", "train", "gbdt", "linear", "evaluate", "stats", "table", "figure", "loss_curves", "perf_scaling",
                   "freeze_dataset", "check_frozen", "compare_table")
 
 

@@ -3,8 +3,12 @@
 # 1. The warm job server (bench/jobserver.py): during a local run every `ltr-bench` job is
 #    forked from one process that imported torch, pandas, SciPy, LightGBM, ... once, instead
 #    of importing them itself (4-5 s of a 7 s default-profile training job on 2 cores).
-#    Results are the same bytes either way. Not started for cluster executors, dry runs, or
-#    when the environment says LTR_BENCH_JOB_SERVER=off; a job that cannot reach it runs alone.
+#    Results are the same bytes either way. On SLURM, each submitted job (a group of the
+#    default study's short jobs, or one paper-profile run) starts its own server in the job
+#    step that runs the jobs (SLURM_STEP_ID set; Snakemake runs no hooks there, so it starts
+#    while this file is parsed). Not started by the submitting process of a cluster run, for
+#    dry runs, or when the environment says LTR_BENCH_JOB_SERVER=off; a job that cannot reach
+#    it runs alone.
 # 2. Resuming after `kill -9`: Snakemake's directory lock has no owner check, so a killed run
 #    leaves it behind and the next run stops with "Directory cannot be locked". Each run
 #    records its process in RUN_RECORD; the next run, while the Snakefile is parsed (before
@@ -37,7 +41,7 @@ if workflow.is_main_process:
 # ----------------------------------------------------------------------------- job server
 
 
-def start_job_server():
+def start_job_server(log_name="job-server.log"):
     if os.environ.get(_JOBSERVER_VAR) == _JOBSERVER_OFF or not workflow.local_exec:
         return
     exe = shutil.which("ltr-bench")
@@ -46,14 +50,14 @@ def start_job_server():
     folder = tempfile.mkdtemp(prefix="ltr-bench-jobs-")  # short path: Unix sockets allow ~100 bytes
     sock = os.path.join(folder, "socket")
     Path("results/logs").mkdir(parents=True, exist_ok=True)
-    log = open("results/logs/job-server.log", "w")
+    log = open(f"results/logs/{log_name}", "w")
     proc = subprocess.Popen([exe, "job-server", "--socket", sock], stdout=log, stderr=log, stdin=subprocess.DEVNULL)
     for _ in range(200):  # the socket is bound before the (slow) imports: wait for the bind only
         if os.path.exists(sock) or proc.poll() is not None:
             break
         time.sleep(0.05)
     if not os.path.exists(sock):
-        logger.warning("ltr-bench job server did not start (results/logs/job-server.log); jobs run alone")
+        logger.warning(f"ltr-bench job server did not start (results/logs/{log_name}); jobs run alone")
         proc.kill()
         return
     _jobserver.update(proc=proc, folder=folder, log=log)
@@ -73,6 +77,12 @@ def stop_job_server():
         proc.kill()
     _jobserver.pop("log").close()
     shutil.rmtree(_jobserver.pop("folder"), ignore_errors=True)
+
+
+# The SLURM job step that runs a submitted job's jobs (the step srun starts inside the job; the
+# batch step above it only delegates): one server per SLURM job, its own log.
+if workflow.remote_exec and os.environ.get("SLURM_STEP_ID") and not workflow.dryrun:
+    start_job_server(f"job-server-slurm{os.environ.get('SLURM_JOB_ID', '')}.log")
 
 
 # ----------------------------------------------------------------------------- handlers

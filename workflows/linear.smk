@@ -14,6 +14,7 @@ rule linear:
     params:
         run_dir=lambda w, output: os.path.dirname(output.scores),
         device=config["device"],
+        compute_threads=config["threads"],  # study config, not `{threads}` (see train.smk)
     wildcard_constraints:
         method=LINEAR_METHODS,
     log:
@@ -21,9 +22,12 @@ rule linear:
     benchmark:
         "results/benchmarks/runs/{experiment}/{dataset}/{fold}/{method}/seed{seed}.tsv"
     threads: config["threads"]
+    group: cluster_group("linear")
+    resources:
+        **cluster_resources("linear"),
     conda:
         "../environment.yml"
     shell:
-        "OMP_NUM_THREADS={threads} ltr-bench linear --prepared {input.prepared} --out {params.run_dir} "
+        "OMP_NUM_THREADS={params.compute_threads} ltr-bench linear --prepared {input.prepared} --out {params.run_dir} "
         "--method {wildcards.method} --seed {wildcards.seed} --config {input.config} --device {params.device} "
-        "--threads {threads} --quiet > {log} 2>&1"
+        "--threads {params.compute_threads} --quiet > {log} 2>&1"

@@ -8,6 +8,7 @@ through the real ``prepare`` path, so the trainers read exactly what the workflo
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,3 +47,12 @@ def make_letor_fold(tmp: Path) -> Path:
     prepare_fold("letor-fixture", "Fold1", out, {"vali_fraction": 0.5},
                  files={"train": src / "random.test.txt", "test": src / "random.test.txt"}, log=lambda m: None)
     return out
+
+
+def copy_checkout(dest: Path) -> Path:
+    """The workflow as a fresh clone has it (committed frozen baselines, no results) at ``dest``."""
+    ignore = shutil.ignore_patterns(".git", ".snakemake", "results", "reports", "*.egg-info", "__pycache__",
+                                    ".pytest_cache", ".venv")
+    shutil.copytree(ROOT, dest, ignore=ignore)
+    shutil.copytree(ROOT / "results" / "frozen", dest / "results" / "frozen")
+    return dest

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import copy_checkout
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
@@ -49,15 +50,6 @@ def cluster():
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.startswith("slurm-local: up:"), proc.stdout
     return proc.stdout
-
-
-def _checkout(dest: Path) -> Path:
-    """The workflow as a fresh clone has it (committed frozen baselines, no results)."""
-    ignore = shutil.ignore_patterns(".git", ".snakemake", "results", "reports", "*.egg-info", "__pycache__",
-                                    ".pytest_cache", ".venv")
-    shutil.copytree(ROOT, dest, ignore=ignore)
-    shutil.copytree(ROOT / "results" / "frozen", dest / "results" / "frozen")
-    return dest
 
 
 def _snakemake(root: Path, *args: str) -> str:
@@ -92,11 +84,11 @@ def _accounted(log: str) -> list[dict[str, str]]:
 
 
 def test_a_table_through_the_profile_equals_the_local_run(cluster, tmp_path):
-    local = _checkout(tmp_path / "local")
+    local = copy_checkout(tmp_path / "local")
     _snakemake(local, "--cores", "2", TABLE)
     expected = _tables(local)
 
-    shipped = _checkout(tmp_path / "cluster")
+    shipped = copy_checkout(tmp_path / "cluster")
     log = _snakemake(shipped, "--profile", "workflows/profiles/slurm", TABLE)  # the one command of the README
     rows = _accounted(log)
     # every job of the table ran on the cluster (run_config is a local rule), grouped: one job
@@ -105,7 +97,7 @@ def test_a_table_through_the_profile_equals_the_local_run(cluster, tmp_path):
     assert all(r["account"] == "ltrbench" for r in rows)  # the users' default account, set by the script
     assert _tables(shipped) == expected
 
-    gpu = _checkout(tmp_path / "gpu")
+    gpu = copy_checkout(tmp_path / "gpu")
     log = _snakemake(gpu, "--profile", "workflows/profiles/slurm", TABLE, "--config", "gpu=True")
     rows = _accounted(log)
     on_gpu = [r for r in rows if r["partition"] == "gpu"]
@@ -115,9 +107,9 @@ def test_a_table_through_the_profile_equals_the_local_run(cluster, tmp_path):
 
 
 def test_a_cancelled_job_is_retried_and_the_run_completes_with_the_same_tables(cluster, tmp_path):
-    local = _checkout(tmp_path / "local")
+    local = copy_checkout(tmp_path / "local")
     _snakemake(local, "--cores", "2", TABLE)
-    root = _checkout(tmp_path / "cancelled")
+    root = copy_checkout(tmp_path / "cancelled")
     log_path = tmp_path / "cancelled.log"
     with open(log_path, "w") as log_file:
         proc = subprocess.Popen(["snakemake", "--profile", "workflows/profiles/slurm", TABLE], cwd=root, env=ENV,

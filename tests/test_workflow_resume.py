@@ -7,27 +7,18 @@ Slow (two runs of `unified_table`, about 2-4 minutes on 2 cores): `python -m pyt
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
+from helpers import copy_checkout
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
 TARGET = "unified_table"
 COMMAND = ["snakemake", "--cores", "2", TARGET]  # what the README tells the user to type
-
-
-def _copy_checkout(dest: Path) -> Path:
-    """The workflow as a fresh clone has it (committed frozen baselines, no results)."""
-    ignore = shutil.ignore_patterns(".git", ".snakemake", "results", "reports", "*.egg-info", "__pycache__",
-                                    ".pytest_cache", ".venv")
-    shutil.copytree(ROOT, dest, ignore=ignore)
-    shutil.copytree(ROOT / "results" / "frozen", dest / "results" / "frozen")
-    return dest
 
 
 def _tables(root: Path) -> dict[str, bytes]:
@@ -36,11 +27,11 @@ def _tables(root: Path) -> dict[str, bytes]:
 
 @pytest.mark.slow
 def test_kill_9_mid_study_then_the_same_command_resumes_to_identical_tables(tmp_path):
-    reference = _copy_checkout(tmp_path / "uninterrupted")
+    reference = copy_checkout(tmp_path / "uninterrupted")
     done = subprocess.run(COMMAND, cwd=reference, env=ENV, capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, done.stderr[-3000:]
 
-    study = _copy_checkout(tmp_path / "killed")
+    study = copy_checkout(tmp_path / "killed")
     log = (tmp_path / "first.log").open("w")
     first = subprocess.Popen(COMMAND, cwd=study, env=ENV, stdout=log, stderr=subprocess.STDOUT,
                              start_new_session=True)  # its own process group: kill it whole

@@ -121,6 +121,8 @@ def enabled_figures(config: dict[str, Any]) -> list[str]:
 
 
 METHOD_KINDS = ("neural", "gbdt", "linear")
+#: the Snakemake rule (and ``ltr-bench`` command) that trains a method of each kind
+KIND_RULES = {"neural": "train", "gbdt": "gbdt", "linear": "linear"}
 
 
 def method_kind(method_spec: dict[str, Any]) -> str:

@@ -79,9 +79,8 @@ from bench.data.prepared import (  # re-exported: the reader lives apart (light 
     Split,
     _fingerprint,
     load_prepared,
+    save_prepared,
 )
-from bench.data.fetch import find_split_file, source_sha256
-from bench.data.svmlight import read_svmlight
 from bench.data.synthetic import PRESETS, generate_synthetic
 from bench.seeds import derive_seed
 
@@ -293,27 +292,37 @@ def _normalize(splits: dict, o: dict, raw_stats: dict) -> dict:
 
 # ---------------------------------------------------------------- sources
 
-def _synthetic_splits(fold: str, o: dict) -> tuple[dict, dict]:
+def synthetic_draws(fold: str, o: dict) -> dict[str, dict]:
+    """Split -> the keyword arguments of :func:`bench.data.generate_synthetic` for that split
+    (``o``: resolved options); :mod:`bench.data.shapes` draws the same splits' list lengths."""
     gen_keys = ("list_length", "n_features", "n_query_features", "phi", "psi", "psi_loc", "low", "high",
                 "real_labels", "columns", "empty_fraction", "label_probs")
     params = {k: o[k] for k in gen_keys if o[k] is not None}
     if isinstance(params.get("list_length"), list):
         params["list_length"] = tuple(params["list_length"])
-    preset = o["preset"]
     task_seed = derive_seed("synthetic", "task", o["seed"])
     out = {}
     for split, key in (("train", "n_queries"), ("vali", "vali_queries"), ("test", "test_queries")):
         n = o[key]
         if n is None and split != "train" and o["n_queries"] is not None:
             n = max(1, o["n_queries"] // 3)  # else the preset's size of this split
-        X, y, qid = generate_synthetic(n, seed=derive_seed("synthetic", fold, split, o["seed"]),
-                                       preset=preset, task_seed=task_seed, split=split, **params)
+        out[split] = dict(n_queries=n, seed=derive_seed("synthetic", fold, split, o["seed"]), preset=o["preset"],
+                          task_seed=task_seed, split=split, **params)
+    return out
+
+
+def _synthetic_splits(fold: str, o: dict) -> tuple[dict, dict]:
+    out = {}
+    for split, kwargs in synthetic_draws(fold, o).items():
+        X, y, qid = generate_synthetic(**kwargs)
         qids, offsets = _offsets(qid)
         out[split] = {"features": X, "labels": y, "qids": qids, "offsets": offsets}
     return out, {"generator": {k: o[k] for k in ("preset", *SYNTHETIC_OPTIONS, "seed")}}
 
 
 def _file_splits(ds: reg.Dataset | None, files: dict, o: dict) -> dict:
+    from bench.data.svmlight import read_svmlight  # numba: only when a file is parsed
+
     null_value = float("nan") if o["null_value"] == "nan" else float(o["null_value"])
     n_features = ds.n_features if ds is not None else None
     label_range = ds.label_range if ds is not None else None
@@ -353,6 +362,8 @@ def prepare_fold(source: str, fold: str, out: str | os.PathLike, options: dict |
     if synthetic:
         sources = {"generator": {k: o[k] for k in SYNTHETIC_OPTIONS}, "seed": o["seed"]}
     else:
+        from bench.data.fetch import find_split_file, source_sha256  # only for file-based data
+
         if files is None:
             files = {}
             for split in SPLITS:
@@ -412,13 +423,7 @@ def prepare_fold(source: str, fold: str, out: str | os.PathLike, options: dict |
         "normalization": normalization, "cache_key": cache_key, "fingerprint": fingerprint,
         "prepare_seconds": round(time.perf_counter() - t0, 3),
     }
-    with atomic_path(out, is_dir=True) as tmp:
-        for split in SPLITS:
-            (tmp / split).mkdir()
-            for name in ARRAYS:
-                np.save(tmp / split / f"{name}.npy", splits[split][name], allow_pickle=False)
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True, allow_nan=True)
-                                       + "\n", encoding="utf-8")
+    save_prepared(out, splits, meta)
     counts = ", ".join(f"{s}: {meta['splits'][s]['n_queries']} queries" for s in SPLITS)
     log(f"prepared {source} {fold} -> {out} ({counts})")
     return load_prepared(out)

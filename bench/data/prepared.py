@@ -16,7 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["ARRAYS", "FORMAT_VERSION", "SPLITS", "PreparedFold", "Split", "load_prepared"]
+from bench.atomic import atomic_path
+
+__all__ = ["ARRAYS", "FORMAT_VERSION", "SPLITS", "PreparedFold", "Split", "load_prepared", "save_prepared"]
 
 FORMAT_VERSION = 1
 SPLITS = ("train", "vali", "test")
@@ -103,3 +105,23 @@ def load_prepared(path: str | os.PathLike) -> PreparedFold:
                                  f"meta.json says {tuple(shape)}; re-run prepare with --force")
         splits[split] = Split(**arrays)
     return PreparedFold(path=path, meta=meta, fingerprint=meta["fingerprint"], splits=splits)
+
+
+def save_prepared(path: str | os.PathLike, splits: dict, meta: dict) -> None:
+    """Write ``splits`` (split -> array name -> array) and ``meta`` as a prepared fold, atomically.
+
+    ``meta`` is written as given (:mod:`bench.data.prepare` builds it, with the fingerprint of
+    the arrays); the directory appears complete or not at all.
+    """
+    with atomic_path(Path(path), is_dir=True) as tmp:
+        for split in SPLITS:
+            (tmp / split).mkdir()
+            for name in ARRAYS:
+                np.save(tmp / split / f"{name}.npy", splits[split][name], allow_pickle=False)
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True, allow_nan=True) + "\n",
+                                       encoding="utf-8")
+
+
+def fingerprint(splits: dict) -> str:
+    """The fingerprint ``meta.json`` records for ``splits`` (split -> array name -> array)."""
+    return _fingerprint(splits)

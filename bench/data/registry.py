@@ -64,6 +64,9 @@ class Dataset:
     file_sha256: dict[str, str] = field(default_factory=dict)  # extracted relpath -> sha256
     synthetic: bool = False
     notes: str = ""
+    # fold -> split -> (queries, documents) as published with the dataset (docs/datasets.md);
+    # what cost projections use before a fold is prepared (bench.data.shapes)
+    split_sizes: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)
     # the evaluation convention of the dataset's community (bench.metrics.CONVENTIONS):
     # LETOR 3.0 sets are graded by Eval-Score-3.0.pl, LETOR 4.0 sets by Eval-Score-4.0.pl,
     # the others the LightGBM way ("default")
@@ -134,6 +137,8 @@ _BUILTIN = [
                 "Fold1/train.txt": "40b8eee4d1221cf8205e81603441c1757dd024a3baac25a47756210b03c031d6",
                 "Fold1/vali.txt": "7647834b84c849a61e5cf3c999a2f72a4785613286fd972a5615e9fcb58f94d8",
                 "Fold1/test.txt": "9a4668fd2615e6772d2e5c4d558d084b2daaf2405571eaf3e4d0526f4da096c7"},
+            split_sizes={"Fold1": {"train": (18_919, 2_270_296), "vali": (6_306, 747_218),
+                                   "test": (6_306, 753_611)}},
             **_MSLR),
     Dataset(name="istella", title="Istella LETOR (full)",
             urls=("http://library.istella.it/dataset/istella-letor.tar.gz",),
@@ -143,6 +148,7 @@ _BUILTIN = [
             file_sha256={
                 "full/train.txt": "8b08ca4c36281e408bfa026303461a6162398a1eec22fb79db0709c76bf6d189",
                 "full/test.txt": "4b34523af8e030718f0216bcae0a35caee1e34e5198ff3e76c08a75db61aac65"},
+            split_sizes={"Fold1": {"train": (23_219, 7_325_625), "test": (9_799, 3_129_004)}},
             n_features=220, label_range=(0.0, 4.0),
             licence="Istella LETOR licence, non-commercial research use",
             homepage="https://istella.ai/data/letor-dataset/",
@@ -166,6 +172,8 @@ _BUILTIN = [
               manual=True, group="yahoo",
               splits=_std(f"set{k}.train.txt", f"set{k}.valid.txt", f"set{k}.test.txt"),
               n_features=700, label_range=(0.0, 4.0),
+              split_sizes={"Fold1": {"train": (19_944, 473_134), "vali": (2_994, 71_083),
+                                     "test": (6_983, 165_660)}} if k == 1 else {},
               licence="Yahoo! Webscope C14 licence (click-through, research use)",
               homepage="https://webscope.sandbox.yahoo.com/catalog.php?datatype=c",
               notes="Sparse; dataset.tgz holds ltrc_yahoo.tar.bz2.")
@@ -201,6 +209,8 @@ def _coerce(fields: dict) -> dict:
             out[key] = tuple([out[key]] if isinstance(out[key], str) else out[key])
     if out.get("label_range") is not None:
         out["label_range"] = tuple(float(v) for v in out["label_range"])
+    if "split_sizes" in out:
+        out["split_sizes"] = {f: {s: tuple(v) for s, v in sizes.items()} for f, sizes in out["split_sizes"].items()}
     if "splits" in out:
         out["splits"] = {k: tuple([v] if isinstance(v, str) else v) for k, v in out["splits"].items()}
     return out

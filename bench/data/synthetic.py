@@ -45,15 +45,16 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import ndtri
 
-__all__ = ["PRESETS", "generate_synthetic", "query_lengths"]
+from bench.data.registry import REGISTRY
+
+__all__ = ["PRESETS", "generate_synthetic", "query_lengths", "split_lengths"]
 
 PRESETS: dict[str, dict] = {
     "mslr-like": {
         "n_features": 136,
         "n_query_features": 8,
         "list_length": {"dist": "lognormal", "mean": 120.0, "sigma": 0.65, "min": 1, "max": 1251},
-        "split_sizes": {"train": (18_919, 2_270_296), "vali": (6_306, 747_218),
-                        "test": (6_306, 753_611)},
+        "split_sizes": REGISTRY["mslr-web30k"].split_sizes["Fold1"],
         "empty_fraction": 602 / 18_919,
         "label_probs": (0.51, 0.32, 0.135, 0.025, 0.01),
     },
@@ -103,6 +104,35 @@ def _draw(rng: np.random.Generator, dist: str, shape) -> np.ndarray:
     raise ValueError(f"distribution must be 'normal' or 'uniform', got {dist!r}")
 
 
+def _sizes(n_queries, list_length, preset, total_docs, split):
+    """``(preset parameters, n_queries, list_length, total_docs)`` as the generator resolves them."""
+    if preset is not None and preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; known: {sorted(PRESETS)}")
+    p = dict(PRESETS[preset]) if preset is not None else {}
+    if preset is not None:
+        q_default, d_default = p["split_sizes"][split]
+        n_queries = q_default if n_queries is None else n_queries
+        total_docs = (d_default if n_queries == q_default else None) if total_docs is None else total_docs
+    list_length = p.get("list_length") if list_length is None else list_length
+    if n_queries is None or list_length is None:
+        raise ValueError("n_queries, list_length and n_features are required without a preset")
+    return p, n_queries, list_length, total_docs
+
+
+def split_lengths(n_queries: int | None = None, list_length=None, seed: int = 0, preset: str | None = None, *,
+                  total_docs: int | None = None, split: str = "train", **_ignored) -> np.ndarray:
+    """The per-query list lengths :func:`generate_synthetic` draws with the same arguments, without
+    drawing anything else (they are its generator's first draw): the shape of a synthetic split
+    before it is generated. Keyword arguments that only shape features or labels are ignored.
+
+    >>> X, y, qid = generate_synthetic(5, (2, 9), 6, seed=3)
+    >>> split_lengths(5, (2, 9), seed=3).tolist() == np.bincount(qid)[1:].tolist()
+    True
+    """
+    _, n_queries, list_length, total_docs = _sizes(n_queries, list_length, preset, total_docs, split)
+    return query_lengths(int(n_queries), list_length, np.random.default_rng(seed), total_docs)
+
+
 def generate_synthetic(n_queries: int | None = None, list_length=None, n_features: int | None = None,
                        seed: int = 0, preset: str | None = None, *,
                        n_query_features: int | None = None, task_seed: int | None = None,
@@ -117,19 +147,12 @@ def generate_synthetic(n_queries: int | None = None, list_length=None, n_feature
     must be shared by train/vali/test of one dataset: the label columns ``c`` when
     ``columns="shared"``. See the module docstring for the generator and the preset.
     """
-    if preset is not None and preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; known: {sorted(PRESETS)}")
-    p = dict(PRESETS[preset]) if preset is not None else {}
-    if preset is not None:
-        q_default, d_default = p["split_sizes"][split]
-        n_queries = q_default if n_queries is None else n_queries
-        total_docs = (d_default if n_queries == q_default else None) if total_docs is None else total_docs
+    p, n_queries, list_length, total_docs = _sizes(n_queries, list_length, preset, total_docs, split)
     n_features = p.get("n_features") if n_features is None else n_features
-    list_length = p.get("list_length") if list_length is None else list_length
     n_query_features = p.get("n_query_features") if n_query_features is None else n_query_features
     empty_fraction = p.get("empty_fraction", 0.0) if empty_fraction is None else empty_fraction
     label_probs = p.get("label_probs") if label_probs is None else label_probs
-    if n_queries is None or list_length is None or n_features is None:
+    if n_features is None:
         raise ValueError("n_queries, list_length and n_features are required without a preset")
     if n_query_features is None:
         n_query_features = max(1, min(5, n_features // 2))

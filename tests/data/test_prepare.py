@@ -75,8 +75,10 @@ def test_cache_reuse_and_invalidation(mslr_raw, tmp_path, monkeypatch):
     out = tmp_path / "p"
     first = prepare_fold("mslr-web30k", "Fold1", out, raw_dir=mslr_raw, log=lambda m: None)
     calls = []
-    real = prep.read_svmlight
-    monkeypatch.setattr(prep, "read_svmlight", lambda *a, **k: calls.append(a) or real(*a, **k))
+    import bench.data.svmlight as svmlight  # prepare imports the parser when it parses a file
+
+    real = svmlight.read_svmlight
+    monkeypatch.setattr(svmlight, "read_svmlight", lambda *a, **k: calls.append(a) or real(*a, **k))
     again = prepare_fold("mslr-web30k", "Fold1", out, raw_dir=mslr_raw, log=lambda m: None)
     assert calls == [] and again.fingerprint == first.fingerprint
     # options change -> rebuilt

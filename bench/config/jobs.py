@@ -1,0 +1,162 @@
+"""The jobs a target needs: the workflow's DAG, computed from the same planning decisions.
+
+``ltr-bench plan`` and ``ltr-bench status`` (:mod:`bench.costs`) must know the study's jobs
+before Snakemake runs them and without Snakemake. Every rule's inputs in ``workflows/*.smk``
+come from :mod:`bench.config.plan`; :func:`target_jobs` follows the same functions from a
+target to everything it needs, so the two cannot disagree (``tests/config/test_jobs.py``
+compares the counts per rule with ``snakemake -n`` on the default, paper and scale profiles).
+
+Targets: ``all`` (every enabled table and figure, and the HTML report), a table or figure
+name (:data:`bench.config.plan.TABLES`, :data:`~bench.config.plan.FIGURES`), ``freeze`` and
+``compare``. A job is one Snakemake job (``rule`` + its main ``output``) with the targets that
+need it: a run shared by two tables is one job needed by both.
+
+>>> from bench.config.validate import load_config
+>>> jobs = target_jobs(load_config(), ["listsize_table3"])
+>>> sorted({j.rule for j in jobs})
+['evaluate', 'prepare', 'run_config', 'stats', 'table', 'train']
+>>> sum(j.rule == "train" for j in jobs)
+4
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.config import plan
+from bench.errors import ConfigError
+
+TARGET_ALL = "all"
+OTHER_TARGETS = ("freeze", "compare")
+#: rules that compute on the study's data, as opposed to summarising steps
+RUN_RULES = tuple(plan.KIND_RULES.values())
+
+
+@dataclass
+class Job:
+    """One Snakemake job: its rule, main output, wildcards and the targets that need it."""
+
+    rule: str
+    output: str
+    wildcards: dict[str, Any] = field(default_factory=dict)
+    targets: list[str] = field(default_factory=list)
+
+    @property
+    def is_run(self) -> bool:
+        return self.rule in RUN_RULES
+
+
+class _Jobs:
+    """Jobs keyed by output, in the order first needed, each with the targets needing it."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config
+        self.by_output: dict[str, Job] = {}
+        self.target = ""
+
+    def add(self, rule: str, output: str, **wildcards: Any) -> None:
+        job = self.by_output.setdefault(output, Job(rule, output, wildcards))
+        if self.target not in job.targets:
+            job.targets.append(self.target)
+
+    def prepared(self, dataset: str, folds: list[str]) -> None:
+        source = self.config["datasets"][dataset]["source"]
+        for fetched in plan.fetched_inputs(self.config, dataset):
+            self.add("fetch", fetched, source=source)
+        for fold in folds:
+            self.add("prepare", plan.PREPARED.format(dataset=dataset, fold=fold), dataset=dataset, fold=fold)
+
+    def runs(self, experiment: str, dataset: str, fold: str, methods: list[str], seeds: list[int]) -> None:
+        self.prepared(dataset, [fold])
+        for method in methods:
+            rule = plan.KIND_RULES[plan.method_kind(plan.method_spec(self.config, experiment, method))]
+            self.add("run_config", plan.RUN_CONFIG.format(experiment=experiment, dataset=dataset, method=method),
+                     experiment=experiment, dataset=dataset, method=method)
+            for seed in seeds:
+                out = plan.RUN.format(experiment=experiment, dataset=dataset, fold=fold, method=method, seed=seed)
+                self.add(rule, out, experiment=experiment, dataset=dataset, fold=fold, method=method, seed=seed)
+
+    def evaluation(self, name: str, dataset: str) -> None:
+        ev = plan.evaluation(self.config, name, dataset)
+        for fold in ev.folds:
+            self.runs(ev.experiment, dataset, fold, ev.methods, ev.seeds)
+            self.add("evaluate", plan.EVALUATED.format(name=name, dataset=dataset, fold=fold),
+                     name=name, dataset=dataset, fold=fold)
+
+    def table(self, table: str, *, render: bool = True) -> None:
+        for dataset in plan.table_datasets(self.config, table):
+            self.evaluation(table, dataset)
+        self.add("stats", plan.STATS.format(table=table), table=table)
+        if render:
+            for out in plan.table_outputs(self.config, table)[:1]:
+                self.add("table", out, table=table)
+
+    def figure(self, figure: str) -> None:
+        spec = self.config["figures"][figure]
+        if figure == "scaling_figure":
+            self.add("perf_scaling", plan.SCALING_CSV)
+        elif figure == "temperature_figure":
+            dataset = plan.resolve_role(self.config, spec["dataset"])
+            fold = spec.get("fold") or self.config["datasets"][dataset]["folds"][0]
+            seeds = spec.get("seeds") or self.config["protocols"][spec["protocol"]]["seeds"]
+            self.runs(spec["protocol"], dataset, fold, list(spec["methods"]), list(seeds))
+        elif figure == "listsize_figure":
+            self.table(spec["table"], render=False)
+        elif figure == "recall_heatmap":
+            self.evaluation("recall_heatmap", plan.resolve_role(self.config, spec["dataset"]))
+        else:
+            self.add("loss_curves", plan.LOSS_CURVES)
+        self.add("figure", plan.figure_outputs(self.config, figure)[0], figure=figure)
+
+    def freeze(self) -> None:
+        for dataset in plan.freeze_datasets(self.config):
+            self.evaluation("freeze", dataset)
+            self.prepared(dataset, list(self.config["datasets"][dataset]["folds"]))
+            out = f"results/frozen/{self.config['profile']}/{dataset}/manifest.json"
+            self.add("freeze_dataset", out, dataset=dataset)
+
+    def compare(self) -> None:
+        plan.compare_outputs(self.config)  # compare.losses set?
+        for dataset in plan.compare_datasets(self.config):
+            self.prepared(dataset, list(self.config["datasets"][dataset]["folds"]))
+            self.add("check_frozen", f"results/compare/{dataset}/frozen.ok", dataset=dataset)
+            self.evaluation(plan.COMPARE_EXPERIMENT, dataset)
+            self.add("compare_table", f"reports/compare/{dataset}.md", dataset=dataset)
+
+
+def expand_targets(config: dict[str, Any], targets: list[str]) -> list[str]:
+    """Tables, figures, ``freeze``, ``compare`` and ``report`` named by ``targets`` (``all``
+    expanded as the workflow's ``rule all``); an unknown or disabled name is a ConfigError."""
+    out: list[str] = []
+    for target in targets or [TARGET_ALL]:
+        if target == TARGET_ALL:
+            out += [*plan.enabled_tables(config), *plan.enabled_figures(config), "report"]
+        elif target in plan.TABLES:
+            plan.table_outputs(config, target)  # enabled?
+            out.append(target)
+        elif target in plan.FIGURES:
+            plan.figure_outputs(config, target)
+            out.append(target)
+        elif target in OTHER_TARGETS:
+            out.append(target)
+        else:
+            known = [TARGET_ALL, *plan.TABLES, *plan.FIGURES, *OTHER_TARGETS]
+            raise ConfigError(f"unknown target {target!r}; known: {', '.join(known)}")
+    return list(dict.fromkeys(out))
+
+
+def target_jobs(config: dict[str, Any], targets: list[str]) -> list[Job]:
+    """Every job the ``targets`` need (see the module docstring), each once."""
+    jobs = _Jobs(config)
+    for target in expand_targets(config, targets):
+        jobs.target = target
+        if target in plan.TABLES:
+            jobs.table(target)
+        elif target in plan.FIGURES:
+            jobs.figure(target)
+        elif target == "report":
+            jobs.add("report", "reports/report.html")
+        else:
+            getattr(jobs, target)()
+    return list(jobs.by_output.values())

@@ -69,10 +69,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.atomic import atomic_path
 from bench.data import registry as reg
 from bench.data.prepared import (  # re-exported: the reader lives apart (light imports)
-    ARRAYS,
     FORMAT_VERSION,
     SPLITS,
     PreparedFold,

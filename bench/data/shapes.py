@@ -109,7 +109,9 @@ def fold_shape(source: str, fold: str, options: dict | None, prepared_dir: str |
     registry = REGISTRY if registry is None else registry
     entry = registry.get(source)
     synthetic = bool(entry is not None and entry.synthetic)
-    from bench.data.prepare import resolve_options  # light: the parser is imported only to parse
+    from bench.data.prepare import (
+        resolve_options,  # light: the parser is imported only to parse
+    )
 
     resolved = resolve_options(options, synthetic)
     if prepared_dir is not None:

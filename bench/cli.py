@@ -28,6 +28,7 @@ STAGES: dict[str, tuple[str, ...]] = {
     "bench.report.cli": ("table", "figure", "compare-table"),
     "bench.frozen": ("freeze", "check-frozen"),
     "bench.perf.cli": ("perf",),
+    "bench.costs.cli": ("plan", "status"),
 }
 JOB_SERVER = "job-server"  # served by this module itself (bench.jobserver runs run_command)
 

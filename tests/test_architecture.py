@@ -7,7 +7,9 @@ module-level or inside a function, becomes an edge. The rules:
 - only ``cli`` modules may import ``bench.cli`` (none needs to: errors live in bench.errors);
 - losses, metrics and models import nothing but the bottom layer;
 - report never imports training, losses or perf (figures read computed tables);
-- nothing reachable from ``bench.config`` imports torch (the Snakefile imports it);
+- nothing reachable from ``bench.config`` imports torch (the Snakefile imports it), and
+  projecting a job's cost (``bench.costs``, which sizes the workflow's cluster requests) does
+  not import it either;
 - no import cycle inside ``bench``;
 - no function in ``bench/training/`` is longer than 60 lines or takes more than 5
   positional parameters.
@@ -32,7 +34,7 @@ LAYERS: dict[str, int] = {
     "bench.data": 1, "bench.losses": 1, "bench.metrics": 1, "bench.models": 1,
     "bench.config": 2, "bench.results": 2,
     "bench.training": 3, "bench.evaluate": 3, "bench.stats": 3, "bench.frozen": 3, "bench.curves": 3,
-    "bench.report": 4,
+    "bench.report": 4, "bench.costs": 4,
     "bench.perf": 5,
     "bench.cli": 7,
 }
@@ -164,6 +166,22 @@ def test_nothing_reachable_from_config_imports_torch():
     torch_users = sorted(m for m in seen for i, _ in _imports(m, modules()[m]) if i.split(".")[0] == "torch")
     assert torch_users == []
     code = "import sys, bench.config.plan, bench.config.validate, bench.config.run; print('torch' in sys.modules)"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "False", proc.stderr
+
+
+def test_projecting_costs_imports_no_torch():
+    """The Snakefile sizes cluster requests with bench.costs: projecting a job must not import torch."""
+    code = ("import sys\n"
+            "from bench.config.validate import load_config\n"
+            "from bench.config.jobs import target_jobs\n"
+            "from bench.costs.calibration import Calibration, Device\n"
+            "from bench.costs.model import Context, project\n"
+            "config = load_config()\n"
+            "ctx = Context(config, Calibration(Device('cpu', 'x', 1)))\n"
+            "for job in target_jobs(config, ['all']):\n"
+            "    project(ctx, job)\n"
+            "print('torch' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "False", proc.stderr
 

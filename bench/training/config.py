@@ -50,7 +50,6 @@ from typing import Any
 from bench.config.plan import merged_model
 from bench.config.run import method_entry, resolve_metrics_config
 from bench.errors import ConfigError
-from bench.models import resolve_model_config
 
 TRAIN_DEFAULTS: dict[str, Any] = {
     "batch_size": 16,
@@ -196,6 +195,8 @@ def resolve_run_config(config: dict[str, Any], method: str) -> dict[str, Any]:
     for section in ("model", "train"):
         for src, key in ((config.get(section), section), (entry.get(section), f"methods.{method}.{section}")):
             check(src is None or isinstance(src, dict), key, "must be a mapping")
+    from bench.models import resolve_model_config  # torch: the rest of this module is torch-free
+
     local_model = entry.get("model") or {}
     merged = merged_model(config.get("model"), local_model)
     try:

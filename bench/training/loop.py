@@ -30,6 +30,7 @@ from torch import nn
 from bench.errors import TrainingDiverged
 from bench.models import build_model
 from bench.seeds import derive_seed
+from bench.training.budget import Budget
 from bench.training.batches import EvalLists, SplitData, epoch_lists, eval_lists, gather, score_lists, split_to_tensors
 from bench.training.common import evaluate_split, log
 from bench.training.config import lr_at, tau_at
@@ -40,24 +41,6 @@ from bench.training.state import (CHECKPOINT_FORMAT, Trainables, TrainState, loa
 
 EXIT_ENV = "BENCH_TRAIN_EXIT_AFTER_EPOCH"
 EXIT_STATUS = 75
-
-
-@dataclass(frozen=True)
-class Budget:
-    """Steps per epoch and the run's epoch and step budgets (whichever ends first)."""
-
-    steps_per_epoch: int
-    n_epochs: int
-    max_steps: int
-
-    @classmethod
-    def of(cls, tc: dict[str, Any], n_queries: int) -> Budget:
-        steps_per_epoch = math.ceil(n_queries / tc["batch_size"])
-        n_epochs = tc["epochs"] if tc["epochs"] is not None else math.ceil(tc["max_steps"] / steps_per_epoch)
-        if tc["max_steps"] is not None:
-            n_epochs = min(n_epochs, math.ceil(tc["max_steps"] / steps_per_epoch))
-        max_steps = tc["max_steps"] if tc["max_steps"] is not None else n_epochs * steps_per_epoch
-        return cls(steps_per_epoch, n_epochs, max_steps)
 
 
 @dataclass

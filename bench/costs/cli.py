@@ -1,0 +1,111 @@
+"""``ltr-bench plan`` (a study's cost before launch) and ``ltr-bench status`` (how far it is).
+
+Both read the study config as the workflow does: ``config/default.yaml``, then each
+``--configfile`` merged over it, then ``--config KEY=VALUE`` (the value read as YAML, as
+Snakemake reads it), validated against the schema.
+
+``ltr-bench plan TARGET... [--configfile F...] [--device auto|cpu|cuda] [--threads N]
+[--calibration FILE] [--no-calibrate] [--json FILE]`` prints per target and in total the runs,
+steps, GBDT rounds, projected device-hours and the largest per-job peak memory, the longest
+and largest jobs, and what cannot be projected and why; ``--json`` writes every job with its
+projection. Projections come from measurements on this machine's device
+(:mod:`bench.perf.calibrate`), cached in ``results/calibration/``; what is missing is
+measured first (seconds to minutes; ``--no-calibrate`` leaves those jobs unprojected).
+``--calibration FILE`` projects with another machine's measurements (e.g. a GPU node's,
+copied here): then nothing is measured.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from bench.errors import UsageError
+
+
+def read_config(configfiles: list[str], overrides: list[str]) -> dict[str, Any]:
+    """The study config as the workflow reads it (module docstring)."""
+    import yaml
+
+    from bench.config.validate import load_config
+
+    extra: dict[str, Any] = {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--config: expected KEY=VALUE, got {item!r}")
+        extra[key] = yaml.safe_load(value)
+    for path in configfiles:
+        if not Path(path).is_file():
+            raise UsageError(f"--configfile: {path}: not found")
+    return load_config(*configfiles, overrides=extra or None)
+
+
+def this_device(requested: str, threads: int):
+    """The calibration device of this machine for ``--device`` (the suite's --device policy)."""
+    from bench.costs.calibration import Device
+    from bench.provenance import cpu_name
+    from bench.training.device import resolve_device
+
+    dev = resolve_device(requested, on_missing_cuda=None)
+    if dev.type == "cuda":
+        import torch
+
+        return Device("cuda", torch.cuda.get_device_name(dev), threads)
+    return Device("cpu", cpu_name(), threads)
+
+
+def _cli_plan(args) -> int:
+    from bench.atomic import write_json
+    from bench.costs import plan as planning
+    from bench.costs.calibration import load_calibration, open_calibration
+
+    config = read_config(args.configfile, args.config)
+    threads = args.threads or config["threads"]
+    if args.calibration:
+        calibration = load_calibration(args.calibration)
+    else:
+        calibration = open_calibration(this_device(args.device or config["device"], threads), args.calibration_dir)
+    planned = planning.build_plan(config, args.targets, calibration)
+    needed = planning.missing(planned)
+    if needed and not args.no_calibrate and not args.calibration:
+        from bench.perf import calibrate
+
+        print(f"calibrating {len(needed)} measurement(s) on {calibration.device.kind} "
+              f"({calibration.device.name}) into {calibration.path} ...", file=sys.stderr, flush=True)
+        calibrate.preload()
+        planning.calibrate_missing(calibration, needed, calibrate.measure,
+                                   log=lambda m: print(m, file=sys.stderr, flush=True))
+        planned = planning.build_plan(config, args.targets, calibration)
+    title = (f"Plan of {' '.join(args.targets)} (profile {config['profile']}"
+             + (f"; {' '.join(args.configfile)}" if args.configfile else "") + f"): {len(planned):,} jobs")
+    sys.stdout.write(planning.render(planned, calibration, title=title))
+    if args.json:
+        write_json(args.json, planning.plan_json(planned, calibration))
+    return 0
+
+
+def _add_config_arguments(p) -> None:
+    p.add_argument("targets", nargs="*", default=["all"], metavar="TARGET",
+                   help="all (default), a table or figure name, freeze, compare")
+    p.add_argument("--configfile", nargs="+", default=[], metavar="FILE",
+                   help="config files merged over config/default.yaml, as snakemake --configfile")
+    p.add_argument("--config", nargs="+", default=[], metavar="KEY=VALUE", help="as snakemake --config")
+
+
+def register_cli(subparsers) -> None:
+    """Add ``ltr-bench plan`` and ``ltr-bench status``."""
+    p = subparsers.add_parser("plan", help="a study's cost before launch: runs, device-hours, peak memory per job",
+                              description=__doc__.split("\n\n")[2])
+    _add_config_arguments(p)
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default=None,
+                   help="device to calibrate and project for (default: the config's `device`)")
+    p.add_argument("--threads", type=int, default=0, help="compute threads per job (default: the config's `threads`)")
+    p.add_argument("--calibration", default=None, metavar="FILE",
+                   help="project with this calibration file (e.g. measured on a GPU node); measure nothing")
+    p.add_argument("--calibration-dir", default="results/calibration", metavar="DIR",
+                   help="where measurements are cached (default: results/calibration)")
+    p.add_argument("--no-calibrate", action="store_true", help="measure nothing; jobs lacking measurements are not projected")
+    p.add_argument("--json", default=None, metavar="FILE", help="write every job with its projection as JSON")
+    p.set_defaults(func=_cli_plan)

@@ -1,0 +1,169 @@
+"""A study's cost before launch: every job of the targets with its projection, summed per target.
+
+:func:`build_plan` takes the jobs of :func:`bench.config.jobs.target_jobs` and projects each
+(:func:`bench.costs.model.project`); :func:`calibrate_missing` measures what the projections
+still lack (``measure`` is :func:`bench.perf.calibrate.measure`, passed in by the CLI, so
+this module stays torch-free) and saves each measurement as it is made, so an interrupted
+calibration resumes where it stopped. :func:`render` prints the plan; :func:`plan_json` is
+the per-job list of ``ltr-bench plan --json``.
+
+Device-hours are the sum of the jobs' projected seconds on the calibrated device, one job at a
+time; a run of ``--cores N`` (or N cluster jobs) divides the training part by at most N.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from bench.config.jobs import Job, target_jobs
+from bench.costs.calibration import Calibration
+from bench.costs.model import Context, Projection, gib, hours, project
+
+
+@dataclass
+class PlannedJob:
+    job: Job
+    projection: Projection | None  # None: a rule without a cost model (local steps, downloads)
+
+
+def build_plan(config: dict[str, Any], targets: list[str], calibration: Calibration,
+               ctx: Context | None = None) -> list[PlannedJob]:
+    """Every job of ``targets`` with its projection on ``calibration``'s device."""
+    ctx = ctx or Context(config, calibration)
+    return [PlannedJob(job, project(ctx, job)) for job in target_jobs(config, targets)]
+
+
+def missing(planned: list[PlannedJob]) -> dict[str, tuple[str, dict]]:
+    out: dict[str, tuple[str, dict]] = {}
+    for p in planned:
+        if p.projection is not None:
+            out.update(p.projection.missing)
+    return out
+
+
+def calibrate_missing(calibration: Calibration, needed: dict[str, tuple[str, dict]],
+                      measure: Callable[..., dict], log: Callable[[str], None]) -> None:
+    """Measure every needed entry on the calibration's device, saving after each."""
+    dev = calibration.device
+    for i, (key, (kind, spec)) in enumerate(sorted(needed.items(), key=lambda kv: kv[0]), 1):
+        started = time.perf_counter()
+        result = measure(kind, spec, device=dev.kind, threads=dev.threads)
+        seconds = time.perf_counter() - started
+        calibration.put(kind, spec, result, seconds)
+        calibration.save()
+        log(f"calibrated {i}/{len(needed)} {key} ({_describe(kind, spec)}) in {seconds:.1f} s")
+
+
+def _describe(kind: str, spec: dict[str, Any]) -> str:
+    if kind == "neural_step":
+        return f"{spec['loss']} on {_model(spec['model'])}, batch {spec['batch_size']} x {spec['list_size']}"
+    if kind == "neural_eval":
+        return f"validation of {_model(spec['model'])}, lists of {spec['width']}"
+    if kind == "gbdt":
+        return f"{spec['method'].get('gbdt')} {spec['method'].get('objective')}"
+    if "shape" in spec:
+        return f"{sum(s['n_docs'] for s in spec['shape']['splits'].values()):,} documents"
+    return kind
+
+
+def _model(model: dict[str, Any]) -> str:
+    if model.get("type", "mlp") == "mlp":
+        return "MLP " + ("-".join(map(str, model.get("hidden", []))) or "linear")
+    return f"context-aware {model.get('input_proj')}/{model.get('hidden')}"
+
+
+# ----------------------------------------------------------------------------- summaries
+
+
+@dataclass
+class Summary:
+    """One row of the plan: a target's jobs (or every job once, for the total)."""
+
+    name: str
+    jobs: int = 0
+    runs: int = 0
+    steps: int = 0
+    rounds: int = 0
+    seconds: float = 0.0
+    peak_host: int = 0
+    peak_gpu: int = 0
+    unsized: int = 0
+    bound: bool = False
+
+    def add(self, p: PlannedJob) -> None:
+        self.jobs += 1
+        self.runs += p.job.is_run
+        proj = p.projection
+        if proj is None:
+            return
+        if not proj.complete:
+            self.unsized += p.job.is_run or proj.unsized is None
+            return
+        self.seconds += proj.seconds or 0.0
+        self.peak_host = max(self.peak_host, proj.host_bytes or 0)
+        self.peak_gpu = max(self.peak_gpu, proj.gpu_bytes or 0)
+        self.bound = self.bound or proj.bound
+        self.steps += proj.steps
+        self.rounds += proj.rounds
+
+
+def summaries(planned: list[PlannedJob]) -> list[Summary]:
+    """One row per target (a job shared by targets counts in each) and the total (each job once)."""
+    rows: dict[str, Summary] = {}
+    total = Summary("total (each job once)")
+    for p in planned:
+        total.add(p)
+        for target in p.job.targets:
+            rows.setdefault(target, Summary(target)).add(p)
+    return [*rows.values(), total]
+
+
+def render(planned: list[PlannedJob], calibration: Calibration, *, title: str) -> str:
+    """The plan as text: per target and total, the largest jobs, what is not projected."""
+    dev = calibration.device
+    lines = [title, f"device: {dev.kind} {dev.name}" + (f", {dev.threads} thread(s) per job" if dev.kind == "cpu" else "")
+             + f"; calibration: {calibration.path}", ""]
+    header = f"{'target':<22} {'jobs':>6} {'runs':>6} {'steps':>13} {'GBDT rounds':>12} {'device-hours':>13} " \
+             f"{'peak/job':>10}{' GPU/job' if dev.kind == 'cuda' else ''} {'not projected':>14}"
+    lines += [header, "-" * len(header)]
+    for s in summaries(planned):
+        gpu = f" {gib(s.peak_gpu):>8}" if dev.kind == "cuda" else ""
+        lines.append(f"{s.name:<22} {s.jobs:>6,} {s.runs:>6,} {s.steps:>13,} {s.rounds:>12,} "
+                     f"{s.seconds / 3600:>12,.1f}{'*' if s.bound else ' '} {gib(s.peak_host):>10}{gpu} {s.unsized:>14,}")
+    lines += ["", "* an upper bound: early stopping (patience, GBDT early_stopping_rounds) may end runs sooner, or a "
+              "fold's shape is an estimate or a bound before it is prepared.", ""]
+    projected = [p for p in planned if p.projection is not None and p.projection.complete]
+    for label, key in (("longest jobs", lambda p: p.projection.seconds),
+                       ("largest jobs (host memory)", lambda p: p.projection.host_bytes or 0)):
+        lines.append(f"{label}:")
+        for p in sorted(projected, key=key, reverse=True)[:5]:
+            pr = p.projection
+            lines.append(f"  {hours(pr.seconds):>8} {gib(pr.host_bytes):>9}  {p.job.rule:<8} {p.job.output}  "
+                         f"({pr.work}{'; ' + pr.note if pr.note else ''})")
+    unsized: dict[str, int] = {}
+    for p in planned:
+        if p.projection is not None and p.projection.unsized:
+            unsized[f"{p.job.rule}: {p.projection.unsized}"] = unsized.get(f"{p.job.rule}: {p.projection.unsized}", 0) + 1
+    if unsized:
+        lines += ["", "not projected:"] + [f"  {n:>5,} x {reason}" for reason, n in sorted(unsized.items())]
+    return "\n".join(lines) + "\n"
+
+
+def plan_json(planned: list[PlannedJob], calibration: Calibration) -> dict[str, Any]:
+    """The per-job list (``--json``): rule, output, device, projected seconds and peak MB."""
+    jobs = []
+    for p in planned:
+        pr = p.projection
+        jobs.append({
+            "rule": p.job.rule, "output": p.job.output, "targets": p.job.targets, "wildcards": p.job.wildcards,
+            "device": calibration.device.kind if pr is not None else None,
+            "projected_seconds": None if pr is None or not pr.complete else round(pr.seconds, 1),
+            "projected_peak_mb": None if pr is None or pr.host_bytes is None or not pr.complete
+            else round(pr.host_bytes / 2**20),
+            "projected_gpu_peak_mb": None if pr is None or pr.gpu_bytes is None else round(pr.gpu_bytes / 2**20),
+            "work": None if pr is None else pr.work, "upper_bound": None if pr is None else pr.bound,
+            "note": None if pr is None else (pr.unsized or pr.note or None)})
+    return {"device": calibration.device.as_dict(), "calibration": str(calibration.path),
+            "summaries": [s.__dict__ for s in summaries(planned)], "jobs": jobs}

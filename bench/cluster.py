@@ -45,7 +45,10 @@ GPU_RULES = frozenset({"train", "perf_scaling"})
 #: rules whose outputs GPU rules read (besides the local run_config)
 FEED_GPU_RULES = frozenset({"prepare", "check_frozen"})
 
-#: (mem_mb, runtime in minutes) per study profile and rule; "*" is every other rule.
+#: Uncalibrated (mem_mb, runtime in minutes) per study profile and rule; "*" is every other rule.
+#: A job is sized from its projected cost (bench.costs.sizing) when the device it runs on is
+#: calibrated (`ltr-bench plan`); these sizes are what a local run (which requests nothing)
+#: and a job without a projection get.
 #: A group job asks for the sum of the runtimes of the jobs it must run one after another
 #: (its layers, each packed into the profile's per-job CPU limit), so the default profile's
 #: jobs (seconds each: at most 15 s measured, the scaling benchmark) ask 2 min for a training or
@@ -75,6 +78,12 @@ GROUPS: dict[str, dict[str, str]] = {
 }
 
 
+def uncalibrated_size(profile: str, rule: str) -> tuple[int, int]:
+    """``(mem_mb, runtime minutes)`` of :data:`SIZES` for ``rule`` (unknown profile: paper sizes)."""
+    sizes = SIZES.get(profile, SIZES["paper"])
+    return sizes.get(rule, sizes["*"])
+
+
 def job_group(profile: str, rule: str, *, gpu: bool) -> str | None:
     """The Snakemake group of ``rule``'s jobs under the study ``profile`` (None: its own jobs).
 
@@ -101,8 +110,7 @@ def job_resources(profile: str, rule: str, *, threads: int, gpu: bool,
     if not isinstance(threads, int) or threads < 1:
         raise ConfigError(f"config key 'threads': expected an integer >= 1, got {threads!r}")
     env = os.environ if environ is None else environ
-    sizes = SIZES.get(profile, SIZES["paper"])
-    mem_mb, runtime = sizes.get(rule, sizes["*"])
+    mem_mb, runtime = uncalibrated_size(profile, rule)
     on_gpu = gpu and rule in GPU_RULES
     partition = (env.get(ENV_GPU_PARTITION) or DEFAULT_GPU_PARTITION) if on_gpu else \
         (env.get(ENV_PARTITION) or DEFAULT_PARTITION)

@@ -51,6 +51,7 @@ import signal
 import socket
 import struct
 import sys
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -68,6 +69,7 @@ _STATUS = struct.Struct("!i")  # exit status
 _N_FDS = 3  # stdin, stdout, stderr
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")  # read by torch at import time
 NOT_SERVED = -1  # reply: "run it yourself" (the client would import another copy of bench)
+_STARTED: dict[int, float] = {}  # job pid -> when it was forked (monotonic seconds)
 
 
 # ---------------------------------------------------------------------------------- client
@@ -177,7 +179,7 @@ def serve(path: str | os.PathLike, run: Callable[[list[str]], int], preload: tup
                 if item is listener:
                     _accept(listener, jobs, run, default_threads, log)
                 elif isinstance(item, int):
-                    _finish(item, jobs)
+                    _finish(item, jobs, log)
                 else:  # a client socket readable = its client is gone: stop the job
                     for conn, pid in list(jobs.values()):
                         if conn is item:
@@ -224,6 +226,7 @@ def _accept(listener: socket.socket, jobs: dict, run, default_threads: int | Non
     for fd in fds:
         os.close(fd)
     jobs[os.pidfd_open(pid)] = (conn, pid)
+    _STARTED[pid] = time.monotonic()
 
 
 def _recv_request(conn: socket.socket) -> tuple[dict, list[int]]:
@@ -244,12 +247,20 @@ def _recv_request(conn: socket.socket) -> tuple[dict, list[int]]:
     return json.loads(body), list(fds)
 
 
-def _finish(pidfd: int, jobs: dict) -> None:
+def _finish(pidfd: int, jobs: dict, log: Callable[[str], None]) -> None:
+    """Reap a finished job, log its exit status, wall time and peak resident size, answer its client.
+
+    The peak (``ru_maxrss`` of the job's process) is the job's own, which Snakemake's
+    ``benchmark:`` files cannot see (they measure the client); ``ltr-bench status`` and the
+    scale profile's report read these lines.
+    """
     conn, pid = jobs.pop(pidfd)
     os.close(pidfd)
-    _, status = os.waitpid(pid, 0)
+    _, status, usage = os.wait4(pid, 0)
     code = os.waitstatus_to_exitcode(status)
     code = 128 - code if code < 0 else code  # killed by signal N: 128 + N, as a shell reports it
+    wall = time.monotonic() - _STARTED.pop(pid, time.monotonic())
+    log(f"job server: pid {pid}: exit {code}, {wall:.1f} s, peak {usage.ru_maxrss / 1024:.0f} MB")
     with contextlib.suppress(OSError):
         conn.sendall(_STATUS.pack(code))
     conn.close()

@@ -1,10 +1,13 @@
-# Cluster resources of the non-local rules, from bench/cluster.py: sizes per study profile,
-# CPUs = config threads, account and partitions from LTR_BENCH_SLURM_* environment variables.
+# Cluster resources of the non-local rules: memory and time from each job's projected cost
+# (bench/costs/sizing.py: the job's data and the calibration of its device, `ltr-bench plan`),
+# CPUs = config threads, account and partitions from LTR_BENCH_SLURM_* environment variables
+# (bench/cluster.py).
 # The rules carry them, so the SLURM profile needs no per-rule mapping that a command-line
 # --set-resources would silently replace. Local runs ignore them (no --resources limits).
 # (Keep the words r-u-l-e and a colon off one line here: `snakemake --lint` takes that for a
 # rule and reports "Mixed rules and functions".)
 from bench import cluster as _cluster
+from bench.costs import sizing as _sizing
 
 
 def _slurm_account(wildcards):
@@ -18,15 +21,30 @@ def _slurm_account(wildcards):
     return ""
 
 
+def _sized(name, what):
+    """The job's `what` (mem_mb or runtime) from its projected cost (bench/costs/sizing.py); a
+    cluster run stops before submitting a job it cannot size."""
+
+    def request(wildcards, attempt):
+        strict = workflow.is_main_process and not workflow.local_exec and not workflow.dryrun
+        try:
+            return _sizing.request(config, name, dict(wildcards.items()), attempt, strict=strict)[what]
+        except ConfigError as exc:
+            raise WorkflowError(str(exc)) from None
+
+    return request
+
+
 def cluster_resources(name):
     try:
         sized = _cluster.job_resources(PROFILE, name, threads=config["threads"], gpu=bool(GPU))
     except ConfigError as exc:
         raise WorkflowError(str(exc)) from None
-    # a retry (profile: retries) of a job killed for time or memory gets attempt x as much
-    mem_mb, runtime = sized.pop("mem_mb"), sized.pop("runtime")
-    return {**sized, "mem_mb": lambda wildcards, attempt: mem_mb * attempt,
-            "runtime": lambda wildcards, attempt: runtime * attempt, "slurm_account": _slurm_account}
+    # memory and time from the job's projected cost; a retry (profile: retries) of a job
+    # killed for time or memory gets attempt x as much
+    sized.pop("mem_mb"), sized.pop("runtime")
+    return {**sized, "mem_mb": _sized(name, "mem_mb"), "runtime": _sized(name, "runtime"),
+            "slurm_account": _slurm_account}
 
 
 def cluster_group(name):

@@ -14,7 +14,8 @@ a plan lacks (:mod:`bench.perf.calibrate` measures them); the workflow's cluster
 read the file of the device their jobs run on (:func:`find_calibration`). Reading checks the
 format and the device; a file that does not parse is reported, never silently replaced.
 
-Which file a workflow run uses: ``$LTR_BENCH_CALIBRATION`` (a path) when set, else the newest
+Which file a workflow run uses: ``$LTR_BENCH_CALIBRATION`` (a path; ``off``: none, every job
+gets :data:`bench.cluster.SIZES`) when set, else the newest
 file under ``results/calibration/`` of the device kind the jobs run on (``cuda`` when the
 config says ``gpu: true``, else ``cpu``) with the config's ``threads``.
 """
@@ -119,6 +120,8 @@ def find_calibration(kind: str, threads: int, folder: str | os.PathLike = CALIBR
                      environ: dict[str, str] | None = None) -> Calibration | None:
     """The calibration a workflow run sizes its ``kind`` jobs from (module docstring); None if none."""
     env = os.environ if environ is None else environ
+    if env.get(ENV_FILE) == "off":
+        return None
     if env.get(ENV_FILE):
         return load_calibration(env[ENV_FILE])
     candidates = []

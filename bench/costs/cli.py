@@ -1,4 +1,4 @@
-"""``ltr-bench plan`` (a study's cost before launch) and ``ltr-bench status`` (how far it is).
+"""``ltr-bench plan`` (a study's cost before launch) and ``ltr-bench status`` (how far it is, :mod:`bench.costs.status`).
 
 Both read the study config as the workflow does: ``config/default.yaml``, then each
 ``--configfile`` merged over it, then ``--config KEY=VALUE`` (the value read as YAML, as
@@ -86,6 +86,17 @@ def _cli_plan(args) -> int:
     return 0
 
 
+def _cli_status(args) -> int:
+    from bench.costs import status
+
+    config = read_config(args.configfile, args.config)
+    states, rows, ratios = status.study_status(config, args.targets, stale_s=args.stale_minutes * 60)
+    title = (f"Status of {' '.join(args.targets)} (profile {config['profile']}"
+             + (f"; {' '.join(args.configfile)}" if args.configfile else "") + f"): {len(states):,} jobs")
+    sys.stdout.write(status.render(states, rows, ratios, title=title, cores=args.cores))
+    return 0
+
+
 def _add_config_arguments(p) -> None:
     p.add_argument("targets", nargs="*", default=["all"], metavar="TARGET",
                    help="all (default), a table or figure name, freeze, compare")
@@ -109,3 +120,12 @@ def register_cli(subparsers) -> None:
     p.add_argument("--no-calibrate", action="store_true", help="measure nothing; jobs lacking measurements are not projected")
     p.add_argument("--json", default=None, metavar="FILE", help="write every job with its projection as JSON")
     p.set_defaults(func=_cli_plan)
+    s = subparsers.add_parser("status", help="how far a study is: done/running/remaining jobs, time left",
+                              description="Done, running, interrupted and remaining jobs per target and the "
+                              "projected time left, from the outputs, the running runs' progress records and "
+                              "the calibration (bench/costs/status.py).")
+    _add_config_arguments(s)
+    s.add_argument("--stale-minutes", type=float, default=10.0,
+                   help="a progress record older than this marks an interrupted run (default 10)")
+    s.add_argument("--cores", type=int, default=None, help="also print the wall-clock time left at N jobs side by side")
+    s.set_defaults(func=_cli_status)

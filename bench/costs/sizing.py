@@ -1,0 +1,109 @@
+"""What a workflow job asks a cluster for: memory and time from its projected cost.
+
+The rules' ``resources:`` (``workflows/cluster.smk``) call :func:`request` with the job's rule,
+wildcards and attempt. It projects the job (:mod:`bench.costs.model`: its config, the shape of
+its fold -- exact once the fold is prepared, which Snakemake re-evaluates before it schedules
+a job --, and the calibration of the device it runs on, :func:`bench.costs.calibration.
+find_calibration`) and asks for::
+
+    mem_mb  = ceil(MEM_MARGIN * projected peak)                  x attempt
+    runtime = ceil(max(MIN_MINUTES, TIME_MARGIN * projected s))  x attempt   (minutes)
+
+``MEM_MARGIN`` (1.25) covers what a projection misses in the memory of a job, which is
+measured to about +-15 % on the scale profile (``reports/perf/scale.md``); ``TIME_MARGIN`` (2)
+covers the spread of step times on a shared node and a run that validates slower than
+calibrated. A retry (the SLURM profile's ``retries``) asks ``attempt`` times as much, so a job
+killed for its memory or time gets a second chance.
+
+Without a measurement for a job (no calibration of that device yet, or a job the calibration
+has not seen), the answer depends on where the jobs run: a local run (``--cores``) uses no
+request, and gets the uncalibrated sizes of :data:`bench.cluster.SIZES`; a cluster run stops
+before submitting that job, with the command that measures it. A job that cannot be projected
+at all (a fold whose shape is unknown until prepared -- then it is known, since Snakemake sizes
+a job once its inputs exist --, SinkProp's own protocol, summaries without data) gets the
+uncalibrated sizes too, and says so in the plan.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from bench.cluster import GPU_RULES, uncalibrated_size
+from bench.config import plan
+from bench.config.jobs import Job
+from bench.costs.calibration import Calibration, find_calibration
+from bench.costs.model import Context, Projection, project
+from bench.errors import ConfigError
+
+MEM_MARGIN = 1.25
+TIME_MARGIN = 2.0
+MIN_MINUTES = 5
+
+#: rule -> (its main output, the wildcards it has), to rebuild a Job from a rule's wildcards
+OUTPUTS = {"train": plan.RUN, "gbdt": plan.RUN, "linear": plan.RUN, "prepare": plan.PREPARED,
+           "evaluate": plan.EVALUATED, "stats": plan.STATS}
+
+_contexts: dict[tuple[str, int, int], Context] = {}
+
+
+class NotCalibrated(ConfigError):
+    """A cluster job has no measurement to size it from."""
+
+
+def device_kind(config: dict[str, Any], rule: str) -> str:
+    """The device a rule's jobs run on: ``cuda`` for GPU rules when the config says ``gpu: true``."""
+    return "cuda" if config.get("gpu") and rule in GPU_RULES else "cpu"
+
+
+def _context(config: dict[str, Any], kind: str) -> Context | None:
+    """The projection context of ``kind`` jobs (one per config and device kind, reused)."""
+    key = (kind, int(config["threads"]), id(config))
+    if key not in _contexts:
+        calibration = find_calibration(kind, int(config["threads"]))
+        _contexts[key] = Context(config, calibration) if calibration is not None else None
+    ctx = _contexts[key]
+    if ctx is not None:  # an unprepared fold's shape is re-read: it is exact once prepared
+        ctx.shapes = {k: v for k, v in ctx.shapes.items() if v is not None and v.origin == "prepared"}
+    return ctx
+
+
+def job_of(rule: str, wildcards: dict[str, Any]) -> Job:
+    w = {k: (int(v) if k == "seed" else v) for k, v in dict(wildcards).items()}
+    pattern = OUTPUTS.get(rule)
+    return Job(rule, pattern.format(**w) if pattern else rule, w)
+
+
+def projection(config: dict[str, Any], rule: str, wildcards: dict[str, Any]) -> tuple[Projection | None, Calibration | None]:
+    """The job's projection on the calibration of its device (None, None without a calibration)."""
+    ctx = _context(config, device_kind(config, rule))
+    if ctx is None:
+        return None, None
+    return project(ctx, job_of(rule, wildcards)), ctx.calibration
+
+
+def request(config: dict[str, Any], rule: str, wildcards: dict[str, Any], attempt: int, *,
+            strict: bool) -> dict[str, int]:
+    """``{"mem_mb": ..., "runtime": ...}`` of one job (module docstring); ``strict``: a cluster
+    run, where a job without measurements stops the run (:class:`NotCalibrated`)."""
+    proj, calibration = projection(config, rule, wildcards)
+    attempt = max(int(attempt), 1)
+    if proj is not None and proj.complete and proj.host_bytes:
+        mem_mb = math.ceil(MEM_MARGIN * proj.host_bytes / 2**20)
+        minutes = math.ceil(max(MIN_MINUTES, TIME_MARGIN * proj.seconds / 60))
+        return {"mem_mb": mem_mb * attempt, "runtime": minutes * attempt}
+    if strict and (proj is None or proj.missing):
+        raise NotCalibrated(_not_calibrated(config, rule, wildcards, calibration))
+    mem_mb, minutes = uncalibrated_size(config["profile"], rule)
+    return {"mem_mb": mem_mb * attempt, "runtime": minutes * attempt}
+
+
+def _not_calibrated(config: dict[str, Any], rule: str, wildcards: dict[str, Any], calibration) -> str:
+    kind = device_kind(config, rule)
+    what = "no calibration" if calibration is None else f"the calibration {calibration.path} lacks measurements"
+    where = "a GPU node (e.g. `srun --gres=gpu:1 ... ltr-bench plan ... --device cuda`)" if kind == "cuda" \
+        else f"a node of the CPU partition (e.g. `srun -c {config['threads']} ltr-bench plan ...`)"
+    return (f"cannot size {rule} job {dict(wildcards)} for the cluster: {what} for {kind} jobs with "
+            f"{config['threads']} thread(s). Run `ltr-bench plan <the same targets> --configfile <the same files>` "
+            f"on {where} first (it measures and caches what the plan needs in results/calibration/), or set "
+            "LTR_BENCH_CALIBRATION to a calibration file")

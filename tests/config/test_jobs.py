@@ -1,0 +1,63 @@
+"""bench.config.jobs: the jobs of a target equal Snakemake's own DAG (``snakemake -n``), rule by rule."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections import Counter
+
+import pytest
+from helpers import ROOT
+
+from bench.config.jobs import expand_targets, target_jobs
+from bench.config.validate import load_config
+from bench.errors import ConfigError
+
+PROFILES = {
+    "default": [],
+    "paper": ["config/paper.yaml"],
+    "scale": ["config/paper.yaml", "config/scale.yaml"],
+    "compare": ["config/compare-example.yaml"],
+}
+
+
+def snakemake_counts(target: str, configfiles: list[str]) -> Counter:
+    """``Job stats`` of ``snakemake -n --forceall TARGET`` (every job, as if nothing existed)."""
+    args = ["snakemake", "-n", "--forceall", "--nolock", target, "--quiet", "rules"]
+    if configfiles:
+        args += ["--configfile", *configfiles]
+    proc = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={"LTR_BENCH_CALIBRATION": "off", "PATH": __import__("os").environ["PATH"]})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    table = proc.stdout.split("Job stats:")[1].split("total")[0]
+    return Counter({m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)})
+
+
+@pytest.mark.parametrize(("profile", "target"), [("default", "all"), ("paper", "all"), ("scale", "all"),
+                                                 ("default", "listsize_figure"), ("default", "recall_heatmap"),
+                                                 ("paper", "arf_table2"), ("default", "freeze"),
+                                                 ("compare", "compare")])
+def test_jobs_equal_snakemakes_dag(profile, target):
+    expected = snakemake_counts(target, PROFILES[profile])
+    expected.pop(target, None)  # the target rule itself (all, or a named table/figure)
+    got = Counter(job.rule for job in target_jobs(load_config(*PROFILES[profile]), [target]))
+    assert got == expected
+
+
+def test_paper_profile_counts_of_the_issue():
+    got = Counter(job.rule for job in target_jobs(load_config("config/paper.yaml"), ["all"]))
+    assert (got["train"], got["gbdt"], got["linear"], got["prepare"]) == (2962, 359, 45, 54)
+
+
+def test_a_shared_run_is_one_job_needed_by_every_target():
+    jobs = target_jobs(load_config(), ["arf_table2", "recall_heatmap"])
+    shared = [j for j in jobs if j.rule == "train" and j.targets == ["arf_table2", "recall_heatmap"]]
+    assert shared and len({j.output for j in jobs}) == len(jobs)
+
+
+def test_unknown_or_disabled_targets_are_config_errors():
+    config = load_config()
+    with pytest.raises(ConfigError, match="unknown target 'tabel'"):
+        expand_targets(config, ["tabel"])
+    with pytest.raises(ConfigError, match="not enabled"):
+        expand_targets(load_config("config/paper.yaml", "config/scale.yaml"), ["arf_table2"])

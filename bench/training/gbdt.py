@@ -39,6 +39,16 @@ The curve has one row per boosting round (``train_loss`` and ``tau`` are NaN: th
 expose no ranking loss value). A library's own error (bad labels, bad parameters) becomes a
 one-line :class:`~bench.errors.LibraryError` naming the method. Nothing here imports torch
 (except to name a GPU).
+
+Memory: the libraries read the prepared features where they are mapped (no private copy of
+a split): LightGBM bins them into its datasets (``free_raw_data``) and predicts the test
+split from the mapping; XGBoost (``tree_method hist``) builds ``QuantileDMatrix`` objects
+(train; vali with the training cuts) and scores the test split with ``inplace_predict``
+(:func:`_xgboost_matrices`: bit-identical to the ``DMatrix`` path, without its 8-byte-an-entry
+copy of the training features). Progress: our eval function logs a line and rewrites the
+progress record (:mod:`bench.training.progress`) at the first round and at least every
+interval: round/total, seconds per round, elapsed, an ETA that is an upper bound (early
+stopping may end sooner), the validation metric and the best round so far.
 """
 
 from __future__ import annotations

@@ -299,8 +299,8 @@ class _Progress:
     documents, not padding) over the steps since the previous line, validation excluded.
     ETA = remaining steps x seconds per step + remaining validations x the last validation's
     seconds + the final test pass (that validation's seconds scaled by the test/validation
-    document ratio); before the first validation, validations count 0. With ``patience``
-    the ETA is an upper bound.
+    document ratio); before the first validation, validations count 0; once patience has
+    stopped the run, only the test pass is left. With ``patience`` the ETA is an upper bound.
     """
 
     def __init__(self, f: Fit, state: TrainState, *, quiet: bool, run_dir: Path | None) -> None:
@@ -350,10 +350,11 @@ class _Progress:
         if steps and seconds > 0:
             self.unit_s, self.docs_per_s = seconds / steps, docs / seconds
         self.window = [0, 0.0, 0]
-        left = max(self.budget.total_steps - state.step, 0)
+        left = 0 if state.done else max(self.budget.total_steps - state.step, 0)
+        validations = 0 if state.done else self.budget.n_epochs - state.epoch
         vali_s = self.vali_s or 0.0
         eta = None if (self.unit_s is None and left) else (
-            left * (self.unit_s or 0.0) + (self.budget.n_epochs - state.epoch) * vali_s + self.test_ratio * vali_s)
+            left * (self.unit_s or 0.0) + validations * vali_s + self.test_ratio * vali_s)
         self.reporter.emit(
             unit_s=self.unit_s, extra=extra, done=state.step, total=self.budget.total_steps, epoch=epoch,
             epochs=self.budget.n_epochs, elapsed_s=self.elapsed_before + (time.perf_counter() - self.t0),

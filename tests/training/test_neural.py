@@ -271,6 +271,28 @@ def test_split_tensors_share_the_mapped_arrays(prepared):
                           [float(split.labels[7]), float(split.labels[2]), float(split.labels[5])]]
 
 
+def test_a_device_store_gets_its_own_copy_of_the_mapped_split(prepared):
+    """The CUDA feature store's path (``split_to_tensors(split, store)`` with ``store`` not the
+    CPU) copies the read-only mapping to that device; the meta device stands in for a GPU."""
+    from bench.data import load_prepared
+
+    split = load_prepared(prepared).splits["test"]
+    data = split_to_tensors(split, torch.device("meta"))
+    assert data.features.device.type == data.labels.device.type == data.qidx.device.type == "meta"
+    assert tuple(data.features.shape) == split.features.shape and data.features.dtype == torch.float32
+    assert data.labels_np.tobytes() == np.asarray(split.labels).tobytes()  # the host arrays stay
+
+
+def test_cuda_asked_without_a_gpu_trains_on_the_cpu_with_the_same_bytes(prepared, tmp_path, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    cfg = _config(epochs=1)
+    cuda = train_run(cfg, prepared, tmp_path / "cuda", method="ranknet", seed=2, device="cuda", quiet=True)
+    cpu = train_run(cfg, prepared, tmp_path / "cpu", method="ranknet", seed=2, device="cpu", quiet=True)
+    info = json.loads((cuda / "run.json").read_text())
+    assert info["device"] == "cpu" and info["data_on_device"] == "cpu"
+    assert (cuda / "scores.npy").read_bytes() == (cpu / "scores.npy").read_bytes()
+
+
 def test_epoch_lists_subsample_and_pad(prepared):
     from bench.data import load_prepared
 

@@ -9,18 +9,24 @@ from __future__ import annotations
 
 import json
 import re
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
-
 from helpers import make_prepared
 
 from bench.training import gbdt, loop, progress
-from bench.training.progress import (INTERVAL_ENV, INTERVAL_S, interval_seconds, progress_path, read_progress,
-                                     write_progress)
+from bench.training.progress import (
+    INTERVAL_ENV,
+    INTERVAL_S,
+    interval_seconds,
+    progress_path,
+    read_progress,
+    write_progress,
+)
 
 RECORD_KEYS = {"kind", "pid", "host", "started", "updated", "unit", "done", "total", "epoch", "epochs", "elapsed_s",
                "eta_s", "eta_is_upper_bound", "docs_per_s", "vali"}
@@ -123,12 +129,18 @@ def test_neural_lines_and_record_every_step_then_removed(prepared, tmp_path, rec
     assert not progress_path(out).exists()  # removed once the run directory is written
 
 
-def test_neural_patience_makes_the_eta_an_upper_bound(prepared, tmp_path, records):
+def test_neural_patience_makes_the_eta_an_upper_bound(prepared, tmp_path, records, monkeypatch):
+    """With patience the ETA is an upper bound; once patience stops the run (lr 0.1: validation
+    NDCG drops after epoch 1 on this fold) only the test pass is left."""
     from bench.training.neural import train_run
 
-    train_run(_neural_config(epochs=1, patience=2), prepared, tmp_path / "r", method="ranknet", seed=0,
-              device="cpu", quiet=True)
+    monkeypatch.setattr(loop, "time", _Ticks())
+    out = train_run(_neural_config(epochs=6, patience=1, lr=0.1), prepared, tmp_path / "r", method="ranknet",
+                    seed=0, device="cpu", quiet=True)
     assert records and all(r["eta_is_upper_bound"] for r in records)
+    result = json.loads((out / "run.json").read_text())["result"]
+    assert records[-1]["done"] == result["steps"] and records[-1]["eta_s"] < 0.05
+    assert result["stopped_early"] == (result["steps"] < records[-1]["total"])
 
 
 def test_progress_does_not_change_results(prepared, tmp_path, monkeypatch):
@@ -179,7 +191,7 @@ def test_gbdt_lines_and_record_every_round_then_removed(prepared, tmp_path, reco
     assert [r["done"] for r in records] == list(range(1, 13)) and {r["total"] for r in records} == {12}
     assert all(r["eta_is_upper_bound"] and r["epoch"] is None and r["docs_per_s"] is None for r in records)
     etas = [r["eta_s"] for r in records]
-    assert all(a > b for a, b in zip(etas, etas[1:])) and etas[-1] == 0
+    assert all(a > b for a, b in pairwise(etas)) and etas[-1] == 0
     assert re.search(r"round 3/12 \(25.0%\), [\d.]+ s/round, elapsed \S+, ETA <= \S+ \(upper bound: early stopping "
                      r"may end sooner\), vali ndcg@10 [\d.]+ \(best [\d.]+ @ round \d+\)$", lines[2]), lines[2]
     history = pd.read_csv(out / "curve.csv")["vali_ndcg@10"].to_numpy()

@@ -57,9 +57,10 @@ def train_run(
     machine running several jobs, 1 per job is often several times faster than oversubscribing.
     Raises :class:`bench.errors.ConfigError` for a bad config and
     :class:`bench.errors.TrainingDiverged` for a non-finite loss or gradient; in both cases
-    ``out_dir`` is not created. While it trains, the progress record ``.<out_dir name>.progress.json``
-    (:mod:`bench.training.progress`) sits next to ``out_dir``; it is removed once ``out_dir``
-    is written (a failed or killed run leaves it). A run config with a ``sinkprop_protocol`` section (written by
+    ``out_dir`` is not created. While it trains, the progress record
+    ``.<out_dir name>.progress.json`` (:mod:`bench.training.progress`) sits next to
+    ``out_dir``; it is removed once ``out_dir`` is written (a failed or killed run leaves it).
+    A run config with a ``sinkprop_protocol`` section (written by
     :func:`bench.config.plan.run_config` for the methods that protocol lists) is trained by
     :func:`bench.training.sinkprop_run.protocol_run` instead (no checkpoint: it is one short fit).
     """

@@ -294,8 +294,8 @@ def finish(f: Fit, state: TrainState) -> dict[str, Any]:
 class _Progress:
     """The run's progress: tqdm bar (interactive) or lines (``quiet``), and the record either way.
 
-    Lines and record (:mod:`bench.training.progress`) come at least every interval and after
-    every validation. Rates are recent: seconds per step and documents per second (real
+    Lines and record (:mod:`bench.training.progress`) come at least every interval (from the
+    process's second step: the first one warms up) and after every validation. Rates are recent: seconds per step and documents per second (real
     documents, not padding) over the steps since the previous line, validation excluded.
     ETA = remaining steps x seconds per step + remaining validations x the last validation's
     seconds + the final test pass (that validation's seconds scaled by the test/validation
@@ -316,6 +316,7 @@ class _Progress:
         self.elapsed_before, self.t0 = state.elapsed, time.perf_counter()
         self.t_prev = self.t0
         self.window = [0, 0.0, 0]  # steps, seconds, documents since the last line
+        self.first = True  # the next step is this process's first
         self.unit_s: float | None = None
         self.docs_per_s: float | None = None
         self.vali_s: float | None = None
@@ -335,7 +336,9 @@ class _Progress:
             if state.best is not None:
                 post["vali"] = f"{state.best:.4f}"
             self.bar.set_postfix(post, refresh=False)
-        if self.reporter.due():
+        if self.first:  # the process's first step also warms up (allocator, kernels): not a rate
+            self.first, self.window = False, [0, 0.0, 0]
+        elif self.reporter.due():
             self._line(state, epoch=state.epoch + 1)
 
     def validated(self, state: TrainState, score: float, seconds: float, *, loss: float) -> None:

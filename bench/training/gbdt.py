@@ -401,9 +401,13 @@ def _xgboost_matrices(g: GbdtFit, xgb) -> tuple[Any, Any]:
     With ``tree_method`` ``hist`` (the default) these are ``QuantileDMatrix`` objects: the
     training one holds only the quantised features (1 byte an entry) where a ``DMatrix``
     keeps a CSR copy (8 bytes an entry) beside them; the validation one reuses the training
-    cuts (``ref=``). On the MSLR-sized fold the fit, every round's validation predictions and
-    the test scores were bit-identical to the ``DMatrix`` construction (see
-    ``tests/training/test_gbdt.py``). Another ``tree_method`` gets ``DMatrix`` objects.
+    cuts (``ref=``). Against the ``DMatrix`` construction (same ``max_bin``, same sketch) the
+    models, every round's validation predictions and the test scores were bit-identical: on
+    the MSLR-sized fold (rank:pairwise, scores, per-query metrics and every round's validation
+    metric), on sub-samples of it (2,000 and 6,000 queries, pairwise and ndcg, 1 and 2
+    threads: the saved models too), and in ``tests/training/test_gbdt.py``. Another
+    ``tree_method`` gets ``DMatrix`` objects. (A CUDA booster scoring the host array falls
+    back to a ``DMatrix`` inside XGBoost: the GPU path pays that copy, the CPU one does not.)
     """
     (xt, yt, ot, _), (xv, yv, ov, _), _ = g.data
     if _quantile_matrices(g.cfg["params"]):

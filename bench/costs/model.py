@@ -172,7 +172,7 @@ def neural(ctx: Context, job: Job) -> Projection:
         proj.unsized = "list_size null pads to the longest query, unknown until prepared"
         return proj
     budget = Budget.of(train, tr.n_queries)
-    steps = min(budget.max_steps, budget.n_epochs * budget.steps_per_epoch)
+    steps = budget.total_steps
     tls = train["test_list_size"]
     metrics = resolve_metrics_config(entry.get("metrics", run_cfg.get("metrics")))["names"]
     vali_names = list(dict.fromkeys([*metrics, train["early_stopping_metric"]]))

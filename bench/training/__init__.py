@@ -15,6 +15,8 @@
   a ridge grid chosen on validation; the solver SinkProp's protocol starts from);
 - :mod:`~bench.training.sinkprop_protocol`, :mod:`~bench.training.sinkprop_run`: SinkProp's
   own protocol (Sec. 5), which ``train_run`` hands a run to when its config asks for it;
+- :mod:`~bench.training.progress`: a running job's progress line and record (torch-free; what
+  ``ltr-bench status`` reads);
 - :mod:`~bench.training.common`: what every run kind shares (load the fold, evaluate a split,
   record provenance, write the run directory);
 - :mod:`~bench.training.cli`: ``ltr-bench train``, ``ltr-bench gbdt`` and ``ltr-bench linear``.

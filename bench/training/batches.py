@@ -8,6 +8,7 @@ full queries or the protocol's seeded ``L_test`` sub-sample
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +24,8 @@ EVAL_MAX_SLOTS = 1 << 16
 
 @dataclass
 class SplitData:
-    """One split's arrays as tensors on the storage device (GPU when it fits)."""
+    """One split's arrays as tensors on the storage device (GPU when it fits; on the CPU the
+    features and labels are the read-only memory mapping of the prepared fold)."""
 
     features: Tensor  # [N, F] float32
     labels: Tensor  # [N] float32
@@ -40,24 +42,46 @@ class SplitData:
 
 
 def split_to_tensors(split: Any, store: torch.device) -> SplitData:
-    """Copy a prepared split (memory-mapped numpy) into tensors on ``store``."""
-    feats = torch.from_numpy(np.array(split.features, dtype=np.float32, copy=True))
-    labels_np = np.array(split.labels, dtype=np.float32, copy=True)
-    offsets_np = np.array(split.offsets, dtype=np.int64, copy=True)
+    """A prepared split (memory-mapped numpy) as tensors on ``store``, its arrays not copied.
+
+    On the CPU the features and labels tensors *are* the read-only mapping of the prepared
+    files: batches are gathered from it, so the process holds each page once (the page cache
+    the kernel can drop) instead of a private copy of every split; the values are the same
+    bytes either way. Nothing writes to a split's tensors (gathering and indexing make new
+    ones); a write would fault on the read-only pages rather than change the data. On CUDA
+    (``store`` a GPU) the mapping is copied to the device once. Arrays of another dtype than
+    the trainer's (float32 features and labels, int64 offsets) are converted, i.e. copied.
+    """
+    features = _mapped_tensor(split.features, np.float32)
+    labels_np = np.asarray(split.labels, dtype=np.float32)
+    offsets_np = np.asarray(split.offsets, dtype=np.int64)
     lengths = torch.from_numpy(np.diff(offsets_np))
-    offsets = torch.from_numpy(offsets_np)
+    offsets = _mapped_tensor(offsets_np, np.int64)
     qidx = torch.repeat_interleave(torch.arange(lengths.numel()), lengths)
     pos = torch.arange(qidx.numel()) - offsets[qidx]
     return SplitData(
-        feats.to(store),
-        torch.from_numpy(labels_np).to(store),
+        features.to(store),
+        _mapped_tensor(labels_np, np.float32).to(store),
         offsets.to(store),
         qidx.to(store),
         pos.to(store),
         labels_np,
         offsets_np,
-        np.array(split.qids, dtype=np.int64, copy=True),
+        np.asarray(split.qids, dtype=np.int64),
     )
+
+
+def _mapped_tensor(array: np.ndarray, dtype: type) -> Tensor:
+    """``array`` as a CPU tensor sharing its memory (a read-only mapping stays read-only).
+
+    ``torch.from_numpy`` warns on a non-writable array that writing to the tensor is
+    undefined; the split tensors are only read (see :func:`split_to_tensors`), so that one
+    warning is silenced here and nowhere else.
+    """
+    base = np.asarray(array, dtype=dtype)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        return torch.from_numpy(base)
 
 
 def epoch_lists(data: SplitData, list_size: int, gen: torch.Generator) -> tuple[Tensor, Tensor]:

@@ -29,3 +29,8 @@ class Budget:
             n_epochs = min(n_epochs, math.ceil(tc["max_steps"] / steps_per_epoch))
         max_steps = tc["max_steps"] if tc["max_steps"] is not None else n_epochs * steps_per_epoch
         return cls(steps_per_epoch, n_epochs, max_steps)
+
+    @property
+    def total_steps(self) -> int:
+        """The steps the run takes when patience does not stop it: the first budget reached."""
+        return min(self.max_steps, self.n_epochs * self.steps_per_epoch)

@@ -78,7 +78,7 @@ def register_cli(subparsers) -> None:
         p,
         method_help="key under methods: in the config",
         config_help="YAML or JSON config with methods/model/train/metrics",
-        quiet_help="no progress bar; one log line per epoch",
+        quiet_help="no progress bar; a progress line at least every 60 s ($LTR_BENCH_PROGRESS_SECONDS) and after each validation",
         threads_help="torch intra-op threads (0: torch's default)",
     )
     p.add_argument("--checkpoint-dir", default=None, help="default: .<out name>.ckpt next to --out")
@@ -88,7 +88,7 @@ def register_cli(subparsers) -> None:
         g,
         method_help="key under methods: in the config (with gbdt: ...)",
         config_help="YAML or JSON config",
-        quiet_help="no summary line",
+        quiet_help="no summary line (the progress lines stay)",
         threads_help="library threads (0: library default)",
     )
     g.set_defaults(func=_cli_gbdt)

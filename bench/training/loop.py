@@ -10,13 +10,19 @@ A non-finite loss, gradient norm or score raises :class:`~bench.errors.TrainingD
 naming the epoch, batch, step and values. Setting the environment variable
 ``BENCH_TRAIN_EXIT_AFTER_EPOCH=N`` makes the process exit (status 75) right after epoch
 ``N``'s checkpoint: the tests use it to simulate a crash.
+
+Every optimiser step goes through :func:`train_step` ``(f, rows, *, lr, tau, at=None) ->
+float``. Progress (:class:`_Progress`): a tqdm bar when interactive, else a line at least
+every :func:`bench.training.progress.interval_seconds` and after every validation (step,
+epoch, docs/s, elapsed, ETA, the validation metric); the progress record
+(:mod:`bench.training.progress`) is rewritten with every such line in both modes. None of it
+draws a random number or touches the model, so it cannot change a run's results.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from bench.errors import TrainingDiverged
 from bench.models import build_model
@@ -36,6 +42,7 @@ from bench.training.common import evaluate_split, log
 from bench.training.config import lr_at, tau_at
 from bench.training.device import autocast, feature_store
 from bench.training.loss import LossCall
+from bench.training.progress import Reporter
 from bench.training.state import (CHECKPOINT_FORMAT, Trainables, TrainState, load_checkpoint,
                                   save_checkpoint)
 
@@ -101,15 +108,19 @@ def _trainables(cfg, loss_call: LossCall, parts: tuple, n_features: int, device:
     return Trainables(model, opt, loss_module, list_gen, loss_gen, device), params
 
 
-def fit(f: Fit, *, quiet: bool, ckpt_path: Path, key: str) -> dict[str, Any]:
-    """Resume or start, run epochs until a budget or patience ends, score the test split."""
+def fit(f: Fit, *, quiet: bool, ckpt_path: Path, key: str, run_dir: Path | None = None) -> dict[str, Any]:
+    """Resume or start, run epochs until a budget or patience ends, score the test split.
+
+    ``run_dir`` (the run directory to be) names the progress record
+    (:func:`bench.training.progress.progress_path`); None writes none.
+    """
     state = TrainState()
     ck = load_checkpoint(ckpt_path, key, log)
     if ck is not None:
         f.trainables.restore(ck)
         state = TrainState.from_checkpoint(ck)
         log(f"resuming {'/'.join(map(str, f.parts))} from the checkpoint after epoch {state.epoch}")
-    progress = _Progress(f.budget.max_steps, state.step, quiet, desc="/".join(map(str, f.parts)))
+    progress = _Progress(f, state, quiet=quiet, run_dir=run_dir)
     segment_start = time.perf_counter()
     try:
         while not state.done:
@@ -132,13 +143,13 @@ def _epoch(f: Fit, state: TrainState, progress: _Progress) -> None:
 
     t_epoch = time.perf_counter()
     lr = lr_at(f.tc, state.epoch)
-    for group in f.trainables.optimizer.param_groups:
-        group["lr"] = lr
     tau = tau_at(f.tc["tau_schedule"], state.epoch, f.budget.n_epochs)
     total_loss, n_batches = _train_batches(f, state, progress, lr=lr, tau=tau)
+    t_vali = time.perf_counter()
     means = _validate(f, state.epoch)
     score = means[f.stop_metric]
     state.record(score, higher_is_better(f.stop_metric), f.trainables.model)
+    vali_seconds = time.perf_counter() - t_vali
     row = {
         "epoch": state.epoch,
         "step": state.step,
@@ -151,44 +162,62 @@ def _epoch(f: Fit, state: TrainState, progress: _Progress) -> None:
     state.curve.append(row)
     stop_patience = f.tc["patience"] is not None and state.bad >= f.tc["patience"]
     state.done = state.epoch >= f.budget.n_epochs or state.step >= f.budget.max_steps or stop_patience
-    best = math.nan if state.best is None else state.best
-    progress.epoch(
-        f"epoch {state.epoch}/{f.budget.n_epochs} step {state.step} loss {row['train_loss']:.5g} "
-        f"vali {f.stop_metric} {score:.5f} (best {best:.5f} @ {state.best_epoch})"
-    )
+    progress.validated(state, score, vali_seconds, loss=row["train_loss"])
 
 
 def _train_batches(f: Fit, state: TrainState, progress: _Progress, *, lr: float, tau: float | None):
-    """The epoch's optimiser steps; returns the summed loss and the number of batches."""
-    tc, tr, train = f.tc, f.trainables, f.splits["train"]
-    tr.model.train()
-    lists, order = epoch_lists(train, f.list_size, tr.list_gen)
-    clip = float(tc["grad_clip"]) if tc["grad_clip"] is not None else math.inf
+    """The epoch's optimiser steps (:func:`train_step`); returns the summed loss and the number of batches."""
+    bs, train = f.tc["batch_size"], f.splits["train"]
+    progress.begin_steps()
+    lists, order = epoch_lists(train, f.list_size, f.trainables.list_gen)
+    # real documents per batch, for the progress line's docs/s: on the host, no device sync per step
+    docs = np.minimum(np.diff(train.offsets_np), f.list_size)[order.cpu().numpy()]
     total_loss, n_batches = 0.0, 0
     for b in range(f.budget.steps_per_epoch):
         if state.step >= f.budget.max_steps:
             break
-        rows = lists[order[b * tc["batch_size"] : (b + 1) * tc["batch_size"]]]
-        x, y, mask = gather(train, rows, f.device)
-        with autocast(f.device, tc["amp"]):
-            s = tr.model(x, mask)
-        loss = f.loss_call(s.float(), y, mask, tau=tau, gen=tr.loss_gen)
-        tr.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        gnorm = nn.utils.clip_grad_norm_(f.params, clip)
-        loss_v, gnorm_v = torch.stack([loss.detach().float(), gnorm.float()]).tolist()
-        if not (math.isfinite(loss_v) and math.isfinite(gnorm_v)):
-            raise TrainingDiverged(
-                f"non-finite {'loss' if not math.isfinite(loss_v) else 'gradient'} in epoch {state.epoch + 1}, "
-                f"batch {b + 1} (step {state.step + 1}) of method {f.parts[2]!r}: loss={loss_v}, "
-                f"grad_norm={gnorm_v}, lr={lr}; lower train.lr or set train.grad_clip"
-            )
-        tr.optimizer.step()
+        rows = lists[order[b * bs : (b + 1) * bs]]
+        loss_v = train_step(f, rows, lr=lr, tau=tau, at=(state.epoch + 1, b + 1, state.step + 1))
         state.step += 1
         total_loss += loss_v
         n_batches += 1
-        progress.step(loss_v, state.best)
+        progress.step(state, int(docs[b * bs : (b + 1) * bs].sum()), loss_v)
     return total_loss, n_batches
+
+
+def train_step(f: Fit, rows: Tensor, *, lr: float, tau: float | None,
+               at: tuple[int, int, int] | None = None) -> float:
+    """One optimiser step of ``f`` on the lists ``rows`` ``[B, L]``; returns the loss as a float.
+
+    ``rows`` are row ids into the training split (``-1`` = padding), on the split's storage
+    device (as :func:`bench.training.batches.epoch_lists` draws them). The step: training
+    mode, ``lr`` on every parameter group, gather, forward (autocast with ``train.amp``),
+    the loss in float32 at temperature ``tau`` (None: the loss's own), backward, clipping
+    at ``train.grad_clip``, the divergence check (:class:`~bench.errors.TrainingDiverged`),
+    the optimiser step. ``at`` = 1-based ``(epoch, batch, step)`` only names the step in
+    that error. The loop takes every step through here; code that times single steps calls it.
+    """
+    tc, tr = f.tc, f.trainables
+    tr.model.train()
+    for group in tr.optimizer.param_groups:
+        group["lr"] = lr
+    x, y, mask = gather(f.splits["train"], rows, f.device)
+    with autocast(f.device, tc["amp"]):
+        s = tr.model(x, mask)
+    loss = f.loss_call(s.float(), y, mask, tau=tau, gen=tr.loss_gen)
+    tr.optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    clip = float(tc["grad_clip"]) if tc["grad_clip"] is not None else math.inf
+    gnorm = nn.utils.clip_grad_norm_(f.params, clip)
+    loss_v, gnorm_v = torch.stack([loss.detach().float(), gnorm.float()]).tolist()
+    if not (math.isfinite(loss_v) and math.isfinite(gnorm_v)):
+        where = f"epoch {at[0]}, batch {at[1]} (step {at[2]})" if at is not None else "a single step"
+        raise TrainingDiverged(
+            f"non-finite {'loss' if not math.isfinite(loss_v) else 'gradient'} in {where} of method "
+            f"{f.parts[2]!r}: loss={loss_v}, grad_norm={gnorm_v}, lr={lr}; lower train.lr or set train.grad_clip"
+        )
+    tr.optimizer.step()
+    return loss_v
 
 
 def _validate(f: Fit, epoch: int) -> dict[str, float]:
@@ -241,33 +270,77 @@ def finish(f: Fit, state: TrainState) -> dict[str, Any]:
 
 
 class _Progress:
-    """tqdm bar (interactive) or one plain line per epoch (``quiet``, for workflow logs)."""
+    """The run's progress: tqdm bar (interactive) or lines (``quiet``), and the record either way.
 
-    def __init__(self, total: int, initial: int, quiet: bool, desc: str) -> None:
-        self.quiet = quiet
+    Lines and record (:mod:`bench.training.progress`) come at least every interval (from the
+    process's second step: the first one warms up) and after every validation. Rates are recent: seconds per step and documents per second (real
+    documents, not padding) over the steps since the previous line, validation excluded.
+    ETA = remaining steps x seconds per step + remaining validations x the last validation's
+    seconds + the final test pass (that validation's seconds scaled by the test/validation
+    document ratio); before the first validation, validations count 0; once patience has
+    stopped the run, only the test pass is left. With ``patience`` the ETA is an upper bound.
+    """
+
+    def __init__(self, f: Fit, state: TrainState, *, quiet: bool, run_dir: Path | None) -> None:
+        desc = "/".join(map(str, f.parts))
+        self.budget, self.stop_metric, self.upper = f.budget, f.stop_metric, f.tc["patience"] is not None
+        self.test_ratio = f.evals["test"].doc_index.size / max(f.evals["vali"].doc_index.size, 1)
+        self.reporter = Reporter(run_dir, kind="neural", unit="step", label=desc, echo=quiet)
         self.bar = None
         if not quiet:
             from tqdm.auto import tqdm
 
-            self.bar = tqdm(total=total, initial=initial, desc=desc, unit="step", dynamic_ncols=True)
+            self.bar = tqdm(total=f.budget.total_steps, initial=state.step, desc=desc, unit="step", dynamic_ncols=True)
+        self.elapsed_before, self.t0 = state.elapsed, time.perf_counter()
+        self.t_prev = self.t0
+        self.window = [0, 0.0, 0]  # steps, seconds, documents since the last line
+        self.first = True  # the next step is this process's first
+        self.unit_s: float | None = None
+        self.docs_per_s: float | None = None
+        self.vali_s: float | None = None
+        self.vali: dict[str, Any] | None = None
 
-    def log(self, msg: str) -> None:
-        if self.bar is not None:
-            self.bar.write(msg, file=sys.stderr)
-        else:
-            print(msg, file=sys.stderr, flush=True)
+    def begin_steps(self) -> None:
+        """Steps start now (the time since the last step -- validation, checkpoint -- is not theirs)."""
+        self.t_prev = time.perf_counter()
 
-    def step(self, loss: float, vali: float | None) -> None:
+    def step(self, state: TrainState, docs: int, loss: float) -> None:
+        now = time.perf_counter()
+        self.window = [self.window[0] + 1, self.window[1] + (now - self.t_prev), self.window[2] + docs]
+        self.t_prev = now
         if self.bar is not None:
             self.bar.update(1)
             post = {"loss": f"{loss:.4g}"}
-            if vali is not None:
-                post["vali"] = f"{vali:.4f}"
+            if state.best is not None:
+                post["vali"] = f"{state.best:.4f}"
             self.bar.set_postfix(post, refresh=False)
+        if self.first:  # the process's first step also warms up (allocator, kernels): not a rate
+            self.first, self.window = False, [0, 0.0, 0]
+        elif self.reporter.due():
+            self._line(state, epoch=state.epoch + 1)
 
-    def epoch(self, msg: str) -> None:
-        if self.quiet:
-            self.log(msg)
+    def validated(self, state: TrainState, score: float, seconds: float, *, loss: float) -> None:
+        """After epoch ``state.epoch``'s validation (``seconds`` long): a line, whatever the interval."""
+        self.vali_s = seconds
+        self.vali = {"metric": self.stop_metric, "value": float(score),
+                     "best": math.nan if state.best is None else float(state.best), "best_at": int(state.best_epoch)}
+        self._line(state, epoch=state.epoch, extra=f"loss {loss:.5g}")
+
+    def _line(self, state: TrainState, *, epoch: int, extra: str = "") -> None:
+        steps, seconds, docs = self.window
+        if steps and seconds > 0:
+            self.unit_s, self.docs_per_s = seconds / steps, docs / seconds
+        self.window = [0, 0.0, 0]
+        left = 0 if state.done else max(self.budget.total_steps - state.step, 0)
+        validations = 0 if state.done else self.budget.n_epochs - state.epoch
+        vali_s = self.vali_s or 0.0
+        eta = None if (self.unit_s is None and left) else (
+            left * (self.unit_s or 0.0) + validations * vali_s + self.test_ratio * vali_s)
+        self.reporter.emit(
+            unit_s=self.unit_s, extra=extra, done=state.step, total=self.budget.total_steps, epoch=epoch,
+            epochs=self.budget.n_epochs, elapsed_s=self.elapsed_before + (time.perf_counter() - self.t0),
+            eta_s=eta, eta_is_upper_bound=self.upper, docs_per_s=self.docs_per_s, vali=self.vali,
+        )
 
     def close(self) -> None:
         if self.bar is not None:

@@ -32,6 +32,7 @@ from bench.training.config import NOT_PROTOCOL, resolve_run_config
 from bench.training.device import deterministic, resolve_device, torch_threads
 from bench.training.loop import fit, setup
 from bench.training.loss import make_loss
+from bench.training.progress import clear_progress
 from bench.training.state import checkpoint_key, default_checkpoint_dir
 
 SEEDING = "bench.seeds.derive_seed(dataset, fold, method, seed, purpose)"
@@ -56,7 +57,10 @@ def train_run(
     machine running several jobs, 1 per job is often several times faster than oversubscribing.
     Raises :class:`bench.errors.ConfigError` for a bad config and
     :class:`bench.errors.TrainingDiverged` for a non-finite loss or gradient; in both cases
-    ``out_dir`` is not created. A run config with a ``sinkprop_protocol`` section (written by
+    ``out_dir`` is not created. While it trains, the progress record
+    ``.<out_dir name>.progress.json`` (:mod:`bench.training.progress`) sits next to
+    ``out_dir``; it is removed once ``out_dir`` is written (a failed or killed run leaves it).
+    A run config with a ``sinkprop_protocol`` section (written by
     :func:`bench.config.plan.run_config` for the methods that protocol lists) is trained by
     :func:`bench.training.sinkprop_run.protocol_run` instead (no checkpoint: it is one short fit).
     """
@@ -80,13 +84,14 @@ def train_run(
     parts = (run.dataset, run.fold, method, int(seed))
     with torch_threads(threads), deterministic(dev):
         result = fit(setup(cfg, loss_call, run.prepared, parts, dev), quiet=quiet, ckpt_path=ckpt_dir / "last.pt",
-                     key=key)
+                     key=key, run_dir=out_dir)
         n_threads = torch.get_num_threads()
     protocol = run.protocol("neural", SEEDING, model=cfg["model"], metrics=cfg["metrics"],
                             schedule={k: v for k, v in cfg["train"].items() if k not in NOT_PROTOCOL})
     output = _output(run, result, dev, wall_time_s=result["elapsed_before"] + (time.perf_counter() - started))
     output.facts["torch_threads"] = n_threads
     out = write_result(out_dir, run, output, kind="neural", config=cfg, device_requested=device, protocol=protocol)
+    clear_progress(out_dir)
     if not cfg["train"]["keep_checkpoint"]:
         shutil.rmtree(ckpt_dir, ignore_errors=True)
     return out

@@ -159,3 +159,26 @@ def test_rounds_trained_counts_every_boosted_round_when_early_stopping_triggers(
     assert res["rounds_trained"] < 200  # early stopping triggered
     assert res["rounds_trained"] == len(curve) == res["best_iteration"] + 3
     assert res["best_vali"] == curve["vali_ndcg@10"].max() == curve["vali_ndcg@10"].iloc[res["best_iteration"] - 1]
+
+
+def test_features_reach_the_libraries_without_a_copy(prepared):
+    from bench.data import load_prepared
+    from bench.training.gbdt import _split_arrays
+
+    split = load_prepared(prepared).splits["train"]
+    features, labels, _, _ = _split_arrays(split)
+    assert np.shares_memory(features, split.features) and features.dtype == np.float32
+    assert not np.shares_memory(labels, split.labels)  # the small arrays are private copies
+
+
+@pytest.mark.parametrize("method", ["xgb_pairwise", "xgb_ndcg"])
+def test_xgboost_quantile_matrices_give_the_bytes_of_plain_dmatrices(prepared, tmp_path, monkeypatch, method):
+    """``QuantileDMatrix`` (train, and vali with ``ref=``) + ``inplace_predict`` against the
+    ``DMatrix`` path: the same test scores, per-query metrics and validation curve, bit for bit."""
+    from bench.training import gbdt
+
+    quantile = gbdt_run(_config(), prepared, tmp_path / "q", method=method, seed=1, device="cpu", quiet=True)
+    monkeypatch.setattr(gbdt, "_quantile_matrices", lambda params: False)
+    plain = gbdt_run(_config(), prepared, tmp_path / "d", method=method, seed=1, device="cpu", quiet=True)
+    for name in ("scores.npy", "metrics.parquet", "curve.csv"):
+        assert (quantile / name).read_bytes() == (plain / name).read_bytes(), name

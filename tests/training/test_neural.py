@@ -27,6 +27,7 @@ from bench.training.batches import epoch_lists, split_to_tensors
 from bench.training.config import TRAIN_DEFAULTS
 from bench.training.loop import EXIT_ENV, EXIT_STATUS
 from bench.training.neural import train_run
+from bench.training.progress import read_progress
 from bench.training.state import default_checkpoint_dir
 
 METRICS = ["ndcg@5", "ndcg@10", "mrr", "arp", "opa"]
@@ -125,9 +126,12 @@ def test_resume_after_kill_equals_uninterrupted(prepared, tmp_path):
     ckpt = default_checkpoint_dir(tmp_path / "resumed") / "last.pt"
     state = torch.load(ckpt, weights_only=True)
     assert state["epoch"] == 1 and len(state["curve"]) == 1
+    left = read_progress(tmp_path / "resumed")  # the killed run's record stays: it was interrupted
+    assert left["kind"] == "neural" and left["done"] == 6 and left["vali"]["best_at"] == 1
     resumed = _cli(prepared, tmp_path / "resumed", cfg_path)
     assert resumed.returncode == 0, resumed.stderr
     assert "resuming" in resumed.stderr
+    assert read_progress(tmp_path / "resumed") is None and read_progress(tmp_path / "full") is None
     info = json.loads((tmp_path / "resumed" / "run.json").read_text())
     assert info["result"]["resumed_from_epoch"] == 1
     pd.testing.assert_frame_equal(
@@ -243,6 +247,50 @@ def test_test_list_size_subsamples_the_same_lists_for_every_method(prepared, tmp
     lengths = np.diff(np.load(prepared / "test" / "offsets.npy"))
     assert np.isfinite(sa).sum() == np.minimum(lengths, 5).sum()
     assert np.array_equal(np.isnan(sa), np.isnan(sb))
+
+
+def test_split_tensors_share_the_mapped_arrays(prepared):
+    """The features and labels tensors are the read-only mapping of the prepared files (no copy,
+    no warning about it), and a batch gathered from them holds exactly the file's values."""
+    import warnings
+
+    from bench.data import load_prepared
+    from bench.training.batches import gather
+
+    split = load_prepared(prepared).splits["vali"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        data = split_to_tensors(split, torch.device("cpu"))
+    assert np.shares_memory(data.features.numpy(), split.features)
+    assert np.shares_memory(data.labels.numpy(), split.labels)
+    rows = torch.tensor([[3, 0, -1], [7, 2, 5]])
+    x, y, mask = gather(data, rows, torch.device("cpu"))
+    assert x.numpy().tobytes() == np.asarray(split.features)[rows.clamp(min=0).numpy()].tobytes()
+    assert mask.tolist() == [[True, True, False], [True, True, True]]
+    assert y.tolist() == [[float(split.labels[3]), float(split.labels[0]), 0.0],
+                          [float(split.labels[7]), float(split.labels[2]), float(split.labels[5])]]
+
+
+def test_a_device_store_gets_its_own_copy_of_the_mapped_split(prepared):
+    """The CUDA feature store's path (``split_to_tensors(split, store)`` with ``store`` not the
+    CPU) copies the read-only mapping to that device; the meta device stands in for a GPU."""
+    from bench.data import load_prepared
+
+    split = load_prepared(prepared).splits["test"]
+    data = split_to_tensors(split, torch.device("meta"))
+    assert data.features.device.type == data.labels.device.type == data.qidx.device.type == "meta"
+    assert tuple(data.features.shape) == split.features.shape and data.features.dtype == torch.float32
+    assert data.labels_np.tobytes() == np.asarray(split.labels).tobytes()  # the host arrays stay
+
+
+def test_cuda_asked_without_a_gpu_trains_on_the_cpu_with_the_same_bytes(prepared, tmp_path, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    cfg = _config(epochs=1)
+    cuda = train_run(cfg, prepared, tmp_path / "cuda", method="ranknet", seed=2, device="cuda", quiet=True)
+    cpu = train_run(cfg, prepared, tmp_path / "cpu", method="ranknet", seed=2, device="cpu", quiet=True)
+    info = json.loads((cuda / "run.json").read_text())
+    assert info["device"] == "cpu" and info["data_on_device"] == "cpu"
+    assert (cuda / "scores.npy").read_bytes() == (cpu / "scores.npy").read_bytes()
 
 
 def test_epoch_lists_subsample_and_pad(prepared):

@@ -1,0 +1,182 @@
+"""A running job's progress: the log line and the record ``ltr-bench status`` reads.
+
+A run that takes hours must say how far it is and when it will end, in two places:
+
+- **a line on stderr** (the job's log in the workflow), at least every
+  :func:`interval_seconds` (:data:`INTERVAL_S`, 60 s; the environment variable
+  :data:`INTERVAL_ENV` ``LTR_BENCH_PROGRESS_SECONDS`` overrides it, the tests set it small)
+  and, for a neural run, after every validation; :func:`format_line` writes it;
+- **a record file** next to the run directory, :func:`progress_path` ``(run_dir)`` =
+  ``.<run dir name>.progress.json`` (outside the run directory, which is written atomically
+  at the end), rewritten (:func:`write_progress`, atomic) with every line. The trainer
+  removes it (:func:`clear_progress`) once the run directory is written; a record that
+  stays behind names a run that failed or was killed. :func:`read_progress` is the reader.
+
+The record (one JSON object)::
+
+    {"kind": "neural" | "gbdt", "pid": int, "host": str, "started": unix time, "updated": unix time,
+     "unit": "step" | "round", "done": int, "total": int, "epoch": int | null, "epochs": int | null,
+     "elapsed_s": float, "eta_s": float | null, "eta_is_upper_bound": bool, "docs_per_s": float | null,
+     "vali": {"metric": str, "value": float, "best": float, "best_at": int} | null}
+
+``started`` is when this process started the run (a resumed run restarts it), ``elapsed_s``
+counts every process segment of the run; ``epoch`` is the 1-based epoch being trained or just
+validated (null for GBDT); ``eta_s`` is null until a rate is measured; ``eta_is_upper_bound``
+is true when early stopping may end the run sooner; ``best_at`` is the epoch (neural) or the
+1-based round (GBDT) of the best validation value. The trainers' bookkeeping (what is recent,
+what is left) lives with them (:mod:`bench.training.loop`, :mod:`bench.training.gbdt`);
+:class:`Reporter` is what both share: when a line is due, the line, the file. Nothing here
+imports torch, and writing the record is cheap (once per line), so none of it can change
+a run's results.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench.atomic import write_json
+
+INTERVAL_S = 60.0
+INTERVAL_ENV = "LTR_BENCH_PROGRESS_SECONDS"
+KINDS = ("neural", "gbdt")
+
+
+def interval_seconds() -> float:
+    """Seconds between two progress lines: ``$LTR_BENCH_PROGRESS_SECONDS``, else :data:`INTERVAL_S`.
+
+    A value that is not a number >= 0 is ignored (the default applies): a typo in an
+    environment variable must not stop a run.
+    """
+    raw = os.environ.get(INTERVAL_ENV)
+    try:
+        value = float(raw) if raw is not None else INTERVAL_S
+    except ValueError:
+        return INTERVAL_S
+    return value if math.isfinite(value) and value >= 0 else INTERVAL_S
+
+
+def progress_path(run_dir: str | os.PathLike) -> Path:
+    """The record of ``run_dir``: the sibling ``.<name>.progress.json``.
+
+    >>> progress_path("results/runs/x/seed0").as_posix()
+    'results/runs/x/.seed0.progress.json'
+    """
+    out_dir = Path(run_dir)
+    return out_dir.with_name(f".{out_dir.name}.progress.json")
+
+
+def write_progress(run_dir: str | os.PathLike, record: dict[str, Any]) -> None:
+    """(Re)write the record of ``run_dir`` atomically (a reader never sees half a file)."""
+    write_json(progress_path(run_dir), record)
+
+
+def read_progress(run_dir: str | os.PathLike) -> dict[str, Any] | None:
+    """The record of ``run_dir``; None when there is none, or when it is not a JSON object.
+
+    A corrupt record (which the atomic writer does not produce, but a full disk or a hand
+    edit might) reads as None rather than raising: ``status`` shows what it can.
+    """
+    try:
+        record = json.loads(progress_path(run_dir).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def clear_progress(run_dir: str | os.PathLike) -> None:
+    """Remove the record of ``run_dir`` (the run directory has been written)."""
+    progress_path(run_dir).unlink(missing_ok=True)
+
+
+def format_duration(seconds: float | None) -> str:
+    """``1h02m``, ``3m05s``, ``12.3s``; ``?`` when unknown.
+
+    >>> format_duration(3725), format_duration(185), format_duration(12.34), format_duration(None)
+    ('1h02m', '3m05s', '12.3s', '?')
+    """
+    if seconds is None or not math.isfinite(seconds):
+        return "?"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    return f"{minutes // 60}h{minutes % 60:02d}m"
+
+
+def format_line(record: dict[str, Any], *, label: str = "", unit_s: float | None = None,
+                extra: str = "") -> str:
+    """The log line of a record (``unit_s``: recent seconds per step or round, when known).
+
+    >>> rec = {"unit": "round", "done": 40, "total": 500, "epoch": None, "epochs": None,
+    ...        "elapsed_s": 61.0, "eta_s": 700.0, "eta_is_upper_bound": True, "docs_per_s": None,
+    ...        "vali": {"metric": "ndcg@10", "value": 0.41, "best": 0.42, "best_at": 35}}
+    >>> format_line(rec, label="xgboost", unit_s=1.52)  # doctest: +NORMALIZE_WHITESPACE
+    'progress xgboost: round 40/500 (8.0%), 1.52 s/round, elapsed 1m01s,
+     ETA <= 11m40s (upper bound: early stopping may end sooner), vali ndcg@10 0.41000 (best 0.42000 @ round 35)'
+    """
+    unit, done, total = record["unit"], record["done"], record["total"]
+    parts = [f"{unit} {done}/{total} ({100.0 * done / max(total, 1):.1f}%)"]
+    if record.get("epoch") is not None:
+        parts.append(f"epoch {record['epoch']}/{record['epochs']}")
+    if unit_s is not None:
+        parts.append(f"{unit_s:.3g} s/{unit}")
+    if record.get("docs_per_s") is not None:
+        parts.append(f"{record['docs_per_s']:,.0f} docs/s")
+    parts.append(f"elapsed {format_duration(record['elapsed_s'])}")
+    if record["eta_is_upper_bound"]:
+        parts.append(f"ETA <= {format_duration(record['eta_s'])} (upper bound: early stopping may end sooner)")
+    else:
+        parts.append(f"ETA {format_duration(record['eta_s'])}")
+    vali = record.get("vali")
+    if vali is not None:
+        at = "epoch" if unit == "step" else "round"
+        parts.append(f"vali {vali['metric']} {vali['value']:.5f} (best {vali['best']:.5f} @ {at} {vali['best_at']})")
+    head = f"progress {label}: " if label else "progress: "
+    return head + ", ".join(parts) + (f", {extra}" if extra else "")
+
+
+class Reporter:
+    """When a line is due, and writing it: the record file always, the stderr line when ``echo``.
+
+    ``run_dir`` None writes no file (a caller that only wants lines). ``clock`` is the
+    monotonic clock the interval is measured on (the tests may pass their own).
+    """
+
+    def __init__(self, run_dir: str | os.PathLike | None, *, kind: str, unit: str, label: str = "",
+                 echo: bool = True, clock: Callable[[], float] = time.perf_counter) -> None:
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+        self.run_dir = None if run_dir is None else Path(run_dir)
+        self.kind, self.unit, self.label, self.echo, self.clock = kind, unit, label, echo, clock
+        self.interval = interval_seconds()
+        self.started = time.time()
+        self.last_line = -math.inf  # clock time of the last line
+
+    def due(self) -> bool:
+        """Whether the interval has passed since the last line (always true before the first)."""
+        return self.clock() - self.last_line >= self.interval
+
+    def emit(self, *, unit_s: float | None = None, extra: str = "", **fields: Any) -> dict[str, Any]:
+        """Write the record (``fields`` + who/when) and, with ``echo``, its line; return the record."""
+        record = {"kind": self.kind, "pid": os.getpid(), "host": socket.gethostname(), "started": self.started,
+                  "updated": time.time(), "unit": self.unit, **fields}
+        if self.run_dir is not None:
+            write_progress(self.run_dir, record)
+        if self.echo:
+            print(format_line(record, label=self.label, unit_s=unit_s, extra=extra), file=sys.stderr, flush=True)
+        self.last_line = self.clock()
+        return record
+
+    def clear(self) -> None:
+        """Remove the record (the run directory has been written)."""
+        if self.run_dir is not None:
+            clear_progress(self.run_dir)

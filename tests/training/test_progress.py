@@ -1,0 +1,204 @@
+"""Progress of a running job: the record's reader and writer, the neural and GBDT lines and
+records (tiny interval), their removal after success; one optimiser step via ``train_step``.
+
+The ETA tests replace the trainers' monotonic clock by one that advances 10 ms a reading, so
+rates and ETAs are the same on every run whatever else the machine does.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from itertools import pairwise
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from helpers import make_prepared
+
+from bench.training import gbdt, loop, progress
+from bench.training.progress import (
+    INTERVAL_ENV,
+    INTERVAL_S,
+    interval_seconds,
+    progress_path,
+    read_progress,
+    write_progress,
+)
+
+RECORD_KEYS = {"kind", "pid", "host", "started", "updated", "unit", "done", "total", "epoch", "epochs", "elapsed_s",
+               "eta_s", "eta_is_upper_bound", "docs_per_s", "vali"}
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory) -> Path:
+    return make_prepared(tmp_path_factory.mktemp("prep") / "toy" / "fold1")
+
+
+class _Ticks:
+    """A stand-in for the ``time`` module whose ``perf_counter`` advances 10 ms a reading."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        self.now += 0.01
+        return self.now
+
+
+@pytest.fixture
+def records(monkeypatch) -> list[dict]:
+    """Every record written, as read back from its file at that moment; a line per step/round."""
+    seen: list[dict] = []
+    real = progress.write_progress
+
+    def spy(run_dir, record):
+        real(run_dir, record)
+        seen.append(read_progress(run_dir))
+
+    monkeypatch.setattr(progress, "write_progress", spy)
+    monkeypatch.setenv(INTERVAL_ENV, "0")
+    return seen
+
+
+# ----------------------------------------------------------------------------- the record
+
+
+def test_progress_path_is_a_hidden_sibling_of_the_run_directory(tmp_path):
+    assert progress_path(tmp_path / "runs" / "seed0") == tmp_path / "runs" / ".seed0.progress.json"
+
+
+def test_read_progress_missing_or_corrupt_is_none(tmp_path):
+    run = tmp_path / "seed0"
+    assert read_progress(run) is None
+    progress_path(run).write_text('{"kind": "neural", "done"')  # truncated
+    assert read_progress(run) is None
+    progress_path(run).write_text("[1, 2]")  # JSON, but not a record
+    assert read_progress(run) is None
+    write_progress(run, {"kind": "gbdt", "done": 3})
+    assert read_progress(run) == {"kind": "gbdt", "done": 3}
+    assert not list(tmp_path.glob("*.tmp"))  # written atomically
+
+
+@pytest.mark.parametrize("raw, expected", [(None, INTERVAL_S), ("0.5", 0.5), ("0", 0.0), ("soon", INTERVAL_S),
+                                           ("-3", INTERVAL_S), ("nan", INTERVAL_S)])
+def test_interval_from_the_environment(monkeypatch, raw, expected):
+    if raw is None:
+        monkeypatch.delenv(INTERVAL_ENV, raising=False)
+    else:
+        monkeypatch.setenv(INTERVAL_ENV, raw)
+    assert interval_seconds() == expected
+
+
+# ----------------------------------------------------------------------------- neural runs
+
+
+def _neural_config(**train) -> dict:
+    return {
+        "model": {"type": "mlp", "hidden": [8]},
+        "train": {"epochs": 3, "batch_size": 8, "list_size": 12, **train},
+        "metrics": ["ndcg@10"],
+        "methods": {"ranknet": {"loss": "ranknet"}},
+    }
+
+
+def test_neural_lines_and_record_every_step_then_removed(prepared, tmp_path, records, monkeypatch, capsys):
+    from bench.training.neural import train_run
+
+    torch.set_num_threads(1)
+    monkeypatch.setattr(loop, "time", _Ticks())
+    out = train_run(_neural_config(), prepared, tmp_path / "run", method="ranknet", seed=0, device="cpu", quiet=True)
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("progress")]
+    # 48 queries / 8 = 6 steps an epoch, 3 epochs, every step but the first (a warm-up); 3 validations
+    assert len(records) == len(lines) == 17 + 3
+    assert all(set(r) == RECORD_KEYS and r["kind"] == "neural" and r["unit"] == "step" for r in records)
+    assert [r["done"] for r in records if r["vali"] is None] == list(range(2, 7))  # until the first validation
+    assert {r["total"] for r in records} == {18} and {r["epochs"] for r in records} == {3}
+    assert all(r["docs_per_s"] > 0 and r["eta_is_upper_bound"] is False for r in records)
+    assert re.search(r"step 7/18 \(38.9%\), epoch 2/3, [\d.]+ s/step, [\d,]+ docs/s, elapsed \S+, ETA \S+, "
+                     r"vali ndcg@10 [\d.]+ \(best [\d.]+ @ epoch 1\)$", lines[6]), lines[6]
+    validated = [r for r, ln in zip(records, lines) if "loss" in ln]
+    assert [r["done"] for r in validated] == [6, 12, 18] and [r["epoch"] for r in validated] == [1, 2, 3]
+    etas = [r["eta_s"] for r in validated]
+    assert etas[0] > etas[1] > etas[2] and etas[2] < 0.05  # at the end: the test pass only
+    curve = pd.read_csv(out / "curve.csv")
+    best = int(curve["vali_ndcg@10"].idxmax()) + 1
+    assert validated[-1]["vali"] == {"metric": "ndcg@10", "value": curve["vali_ndcg@10"].iloc[-1],
+                                     "best": curve["vali_ndcg@10"].max(), "best_at": best}
+    assert not progress_path(out).exists()  # removed once the run directory is written
+
+
+def test_neural_patience_makes_the_eta_an_upper_bound(prepared, tmp_path, records, monkeypatch):
+    """With patience the ETA is an upper bound; once patience stops the run (lr 0.1: validation
+    NDCG drops after epoch 1 on this fold) only the test pass is left."""
+    from bench.training.neural import train_run
+
+    monkeypatch.setattr(loop, "time", _Ticks())
+    out = train_run(_neural_config(epochs=6, patience=1, lr=0.1), prepared, tmp_path / "r", method="ranknet",
+                    seed=0, device="cpu", quiet=True)
+    assert records and all(r["eta_is_upper_bound"] for r in records)
+    result = json.loads((out / "run.json").read_text())["result"]
+    assert records[-1]["done"] == result["steps"] and records[-1]["eta_s"] < 0.05
+    assert result["stopped_early"] == (result["steps"] < records[-1]["total"])
+
+
+def test_progress_does_not_change_results(prepared, tmp_path, monkeypatch):
+    """A line every step (and its record) against the default interval: the same bytes."""
+    from bench.training.neural import train_run
+
+    runs = []
+    for name, interval in (("quiet", "3600"), ("busy", "0")):
+        monkeypatch.setenv(INTERVAL_ENV, interval)
+        runs.append(train_run(_neural_config(epochs=2), prepared, tmp_path / name, method="ranknet", seed=5,
+                              device="cpu", quiet=True))
+    for name in ("scores.npy", "metrics.parquet"):
+        assert (runs[0] / name).read_bytes() == (runs[1] / name).read_bytes()
+
+
+def test_train_step_takes_one_optimiser_step(prepared):
+    from bench.data import load_prepared
+    from bench.training.batches import epoch_lists
+    from bench.training.config import resolve_run_config
+    from bench.training.loss import make_loss
+
+    cfg = resolve_run_config(_neural_config(), "ranknet")
+    parts = ("toy", "fold1", "ranknet", 0)
+    f = loop.setup(cfg, make_loss(cfg, "ranknet"), load_prepared(prepared), parts, torch.device("cpu"))
+    lists, order = epoch_lists(f.splits["train"], f.list_size, f.trainables.list_gen)
+    before = [p.detach().clone() for p in f.params]
+    loss = loop.train_step(f, lists[order[:8]], lr=1e-2, tau=None)
+    assert isinstance(loss, float) and np.isfinite(loss)
+    assert any(not torch.equal(b, p) for b, p in zip(before, f.params))
+    assert f.trainables.optimizer.param_groups[0]["lr"] == 1e-2
+
+
+# ----------------------------------------------------------------------------- GBDT runs
+
+
+@pytest.mark.parametrize("lib, objective", [("lightgbm", "lambdarank"), ("xgboost", "rank:pairwise")])
+def test_gbdt_lines_and_record_every_round_then_removed(prepared, tmp_path, records, monkeypatch, capsys, lib,
+                                                        objective):
+    params = ({"num_leaves": 7, "min_sum_hessian_in_leaf": 1e-3, "min_data_in_leaf": 2, "num_threads": 1}
+              if lib == "lightgbm" else {"max_depth": 3, "min_child_weight": 1e-3, "nthread": 1})
+    cfg = {"metrics": ["ndcg@10"], "methods": {"m": {"gbdt": lib, "objective": objective, "params": params,
+                                                     "num_trees": 12, "early_stopping_rounds": 50}}}
+    monkeypatch.setattr(gbdt, "time", _Ticks())
+    out = gbdt.gbdt_run(cfg, prepared, tmp_path / "run", method="m", seed=0, device="cpu", quiet=True)
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("progress")]
+    assert len(records) == len(lines) == 11  # every round but the first (the library's set-up)
+    assert all(set(r) == RECORD_KEYS and r["kind"] == "gbdt" and r["unit"] == "round" for r in records)
+    assert [r["done"] for r in records] == list(range(2, 13)) and {r["total"] for r in records} == {12}
+    assert all(r["eta_is_upper_bound"] and r["epoch"] is None and r["docs_per_s"] is None for r in records)
+    etas = [r["eta_s"] for r in records]
+    assert all(a > b for a, b in pairwise(etas)) and etas[-1] == 0
+    assert re.search(r"round 3/12 \(25.0%\), [\d.]+ s/round, elapsed \S+, ETA <= \S+ \(upper bound: early stopping "
+                     r"may end sooner\), vali ndcg@10 [\d.]+ \(best [\d.]+ @ round \d+\)$", lines[1]), lines[1]
+    history = pd.read_csv(out / "curve.csv")["vali_ndcg@10"].to_numpy()
+    for r in records:  # the best so far: the first round with the best value
+        seen = history[: r["done"]]
+        assert r["vali"]["value"] == seen[-1] and r["vali"]["best"] == seen.max()
+        assert r["vali"]["best_at"] == int(np.argmax(seen)) + 1
+    assert not progress_path(out).exists()
+    assert json.loads((out / "run.json").read_text())["result"]["rounds_trained"] == 12

@@ -196,10 +196,13 @@ AccountingStorageHost=localhost
 AccountingStorageEnforce=associations
 AccountingStorageTRES=gres/gpu
 JobCompType=jobcomp/none
-# memory limits are enforced by polling (no cgroups): a job over its --mem is killed
+# memory limits are enforced by polling (no cgroups): a job over its --mem is killed. UsePss:
+# a job's memory is the sum of its processes' proportional set sizes, so pages a forked job
+# shares with the job server it was forked from count once (as cgroup accounting counts them),
+# not once per process
 JobAcctGatherType=jobacct_gather/linux
 JobAcctGatherFrequency=task=2
-JobAcctGatherParams=OverMemoryKill
+JobAcctGatherParams=OverMemoryKill,UsePss
 # finished jobs stay visible to squeue/scontrol for 5 minutes
 MinJobAge=300
 KillWait=10

@@ -110,6 +110,9 @@ def in_child(fn: Callable[[], dict[str, Any]], *, timeout: float = 3600.0) -> di
     pid = os.fork()
     if pid == 0:  # the child: never return into the caller's stack
         os.close(r)
+        quiet = os.open(os.devnull, os.O_WRONLY)  # the trainers' progress lines are not wanted here
+        os.dup2(quiet, 1)
+        os.dup2(quiet, 2)
         try:
             _set_torch_threads()
             payload = {"ok": fn()}
@@ -197,7 +200,8 @@ def fractions(shape: dict[str, Any]) -> tuple[float, float]:
 
 def _run_config(spec: dict[str, Any]) -> dict[str, Any]:
     """A one-method run config of the spec's model, loss and batch shapes (budgets irrelevant)."""
-    train = {"batch_size": spec["batch_size"], "list_size": spec.get("list_size"), "epochs": 1,
+    train = {"batch_size": spec.get("batch_size", 16), "list_size": spec.get("list_size"),
+             "test_list_size": spec.get("test_list_size"), "epochs": 1,
              "amp": bool(spec.get("amp", False)), "eval_batch_size": spec.get("eval_batch_size", 256),
              "grad_clip": spec.get("grad_clip")}
     method = {"loss": spec.get("loss", "ranknet"), "params": dict(spec.get("params") or {})}
@@ -210,14 +214,18 @@ def _in_memory_fold(splits: dict[str, dict[str, np.ndarray]], n_features: int) -
                            meta={"n_features": n_features}, fingerprint="calibration")
 
 
-def _fit(spec: dict[str, Any], splits: dict, device):
+def _fit(spec: dict[str, Any], prepared, device):
+    """:func:`bench.training.loop.setup` of the spec's run on ``prepared`` (a prepared fold, or
+    split -> arrays held in memory)."""
     from bench.training.config import resolve_run_config
     from bench.training.loop import setup
     from bench.training.loss import make_loss
 
     cfg = resolve_run_config(_run_config(spec), "calibration")
     loss_call = make_loss(cfg, "calibration")
-    return setup(cfg, loss_call, _in_memory_fold(splits, spec["n_features"]), ("calibration", "Fold1", "m", 0), device)
+    if isinstance(prepared, dict):
+        prepared = _in_memory_fold(prepared, spec["n_features"])
+    return setup(cfg, loss_call, prepared, ("calibration", "Fold1", "m", 0), device)
 
 
 def neural_step(spec: dict[str, Any], device: str) -> dict[str, Any]:
@@ -307,14 +315,15 @@ def neural_data(spec: dict[str, Any], device: str) -> dict[str, Any]:
             with tempfile.TemporaryDirectory(prefix="ltr-calibration-") as tmp:
                 n_docs = fake_fold(Path(tmp) / "fold", spec["shape"], fraction)
                 gc.collect()
+                reset_peak()  # what the generator held is not the job's
                 start = time.perf_counter()
                 with deterministic(dev):
                     run_spec = {**spec, "model": {"type": "mlp", "hidden": [], "batch_norm": False, "dropout": 0.0},
                                 "n_features": spec["shape"]["n_features"], "loss": "ranknet"}
                     prepared = load_prepared(Path(tmp) / "fold")
-                    f = _fit(run_spec, prepared.splits, dev)
+                    f = _fit(run_spec, prepared, dev)
                     lists, _ = epoch_lists(f.splits["train"], f.list_size, torch.Generator().manual_seed(0))
-                    for chunk in lists.split(4096):  # one epoch reads every training document once
+                    for chunk in lists.split(f.tc["batch_size"]):  # an epoch reads every training document
                         gather(f.splits["train"], chunk, dev)
                     for split in ("vali", "test"):
                         score_lists(f.trainables.model, f.splits[split], f.evals[split], dev, False)
@@ -346,6 +355,7 @@ def gbdt(spec: dict[str, Any], device: str) -> dict[str, Any]:
             with tempfile.TemporaryDirectory(prefix="ltr-calibration-") as tmp:
                 n_docs = fake_fold(Path(tmp) / "fold", spec["shape"], fraction)
                 gc.collect()
+                reset_peak()  # what the generator held is not the job's
                 start = time.perf_counter()
                 gbdt_run(config, Path(tmp) / "fold", Path(tmp) / "run", method="m", seed=0, device=device,
                          quiet=True, threads=spec.get("threads"))
@@ -369,6 +379,7 @@ def linear(spec: dict[str, Any], device: str) -> dict[str, Any]:
             with tempfile.TemporaryDirectory(prefix="ltr-calibration-") as tmp:
                 n_docs = fake_fold(Path(tmp) / "fold", spec["shape"], fraction)
                 gc.collect()
+                reset_peak()  # what the generator held is not the job's
                 start = time.perf_counter()
                 linear_run(config, Path(tmp) / "fold", Path(tmp) / "run", method="m", seed=0, device="cpu",
                            quiet=True)
@@ -398,6 +409,7 @@ def evaluate(spec: dict[str, Any], device: str) -> dict[str, Any]:
                     np.save(run_dir / "scores.npy", rng.standard_normal(n_test).astype(np.float32))
                     runs.append({"method": f"m{k}", "seed": 0, "dir": str(run_dir)})
                 gc.collect()
+                reset_peak()  # what the generator held is not the job's
                 start = time.perf_counter()
                 frame = evaluate_runs(Path(tmp) / "fold", runs, spec["metrics"], dataset="calibration",
                                       fold="Fold1", list_sizes=spec.get("list_sizes") or None,

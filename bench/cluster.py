@@ -45,10 +45,12 @@ GPU_RULES = frozenset({"train", "perf_scaling"})
 #: rules whose outputs GPU rules read (besides the local run_config)
 FEED_GPU_RULES = frozenset({"prepare", "check_frozen"})
 
-#: Uncalibrated (mem_mb, runtime in minutes) per study profile and rule; "*" is every other rule.
-#: A job is sized from its projected cost (bench.costs.sizing) when the device it runs on is
-#: calibrated (`ltr-bench plan`); these sizes are what a local run (which requests nothing)
-#: and a job without a projection get.
+#: (mem_mb, runtime in minutes) of the default study profile's jobs per rule ("*": every other
+#: rule), the static sizes of the one profile whose jobs are all seconds long. Every other job
+#: is sized from its projected cost (bench.costs.sizing, from `ltr-bench plan`'s measurements
+#: of the device it runs on); a cluster run of another profile without those measurements
+#: stops and says how to take them (a fixed guess either wastes most of a node or never starts:
+#: 64 GB requests pend forever on a 24 GB node).
 #: A group job asks for the sum of the runtimes of the jobs it must run one after another
 #: (its layers, each packed into the profile's per-job CPU limit), so the default profile's
 #: jobs (seconds each: at most 15 s measured, the scaling benchmark) ask 2 min for a training or
@@ -60,8 +62,6 @@ FEED_GPU_RULES = frozenset({"prepare", "check_frozen"})
 SIZES: dict[str, dict[str, tuple[int, int]]] = {
     "default": {"prepare": (2000, 5), "train": (3000, 2), "gbdt": (2000, 2), "perf_scaling": (4000, 5),
                 "*": (2000, 5)},
-    "paper": {"prepare": (64000, 120), "train": (32000, 1440), "gbdt": (64000, 720),
-              "perf_scaling": (32000, 240), "*": (8000, 60)},
 }
 
 
@@ -78,10 +78,11 @@ GROUPS: dict[str, dict[str, str]] = {
 }
 
 
-def uncalibrated_size(profile: str, rule: str) -> tuple[int, int]:
-    """``(mem_mb, runtime minutes)`` of :data:`SIZES` for ``rule`` (unknown profile: paper sizes)."""
-    sizes = SIZES.get(profile, SIZES["paper"])
-    return sizes.get(rule, sizes["*"])
+def uncalibrated_size(profile: str, rule: str) -> tuple[int, int] | None:
+    """``(mem_mb, runtime minutes)`` of :data:`SIZES` for ``rule``; None for a profile without
+    static sizes (its jobs must be sized from measurements)."""
+    sizes = SIZES.get(profile)
+    return None if sizes is None else sizes.get(rule, sizes["*"])
 
 
 def job_group(profile: str, rule: str, *, gpu: bool) -> str | None:
@@ -100,8 +101,8 @@ def job_group(profile: str, rule: str, *, gpu: bool) -> str | None:
 
 def job_resources(profile: str, rule: str, *, threads: int, gpu: bool,
                   environ: Mapping[str, str] | None = None, account: str | None = None) -> dict[str, int | str]:
-    """Resources of one rule's jobs: ``mem_mb``, ``runtime``, ``cpus_per_task``, ``slurm_partition``
-    and, when known, ``slurm_account``.
+    """Resources of one rule's jobs besides memory and time (:mod:`bench.costs.sizing`):
+    ``cpus_per_task``, ``slurm_partition`` and, when known, ``slurm_account``.
 
     ``gpu`` is the config's ``gpu`` flag: GPU rules then go to the GPU partition (their
     ``gpu=1`` request is the rule's own resource). ``account`` is the account found when the
@@ -110,11 +111,10 @@ def job_resources(profile: str, rule: str, *, threads: int, gpu: bool,
     if not isinstance(threads, int) or threads < 1:
         raise ConfigError(f"config key 'threads': expected an integer >= 1, got {threads!r}")
     env = os.environ if environ is None else environ
-    mem_mb, runtime = uncalibrated_size(profile, rule)
     on_gpu = gpu and rule in GPU_RULES
     partition = (env.get(ENV_GPU_PARTITION) or DEFAULT_GPU_PARTITION) if on_gpu else \
         (env.get(ENV_PARTITION) or DEFAULT_PARTITION)
-    out: dict[str, int | str] = {"mem_mb": mem_mb, "runtime": runtime, "cpus_per_task": threads,
+    out: dict[str, int | str] = {"cpus_per_task": threads,
                                  "slurm_partition": partition}
     chosen = env.get(ENV_ACCOUNT) or account
     if chosen:

@@ -18,7 +18,7 @@ from bench.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILE = ROOT / "workflows" / "profiles" / "slurm" / "config.yaml"
-ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "LTR_BENCH_CALIBRATION": "off"}
 for _var in (cluster.ENV_ACCOUNT, cluster.ENV_PARTITION, cluster.ENV_GPU_PARTITION):
     ENV.pop(_var, None)
 # the node scripts/slurm-local.sh declares on the 2-CPU development machine
@@ -33,16 +33,16 @@ WORKFLOW_RULES = ("prepare", "train", "gbdt", "linear", "evaluate", "stats", "ta
 @pytest.mark.parametrize("rule", WORKFLOW_RULES)
 def test_default_profile_jobs_fit_a_two_cpu_24gb_node(rule):
     res = cluster.job_resources("default", rule, threads=1, gpu=False, environ={})
-    assert res["mem_mb"] <= SMALL_NODE_MEM_MB // 2  # two jobs side by side
+    assert cluster.uncalibrated_size("default", rule)[0] <= SMALL_NODE_MEM_MB // 2  # two jobs side by side
     assert res["cpus_per_task"] <= SMALL_NODE_CPUS
-    assert res["slurm_partition"] == "cpu" and "slurm_account" not in res
+    assert res["slurm_partition"] == "cpu" and "slurm_account" not in res and "mem_mb" not in res
 
 
-def test_paper_profile_is_sized_for_real_data_and_unknown_profiles_get_paper_sizes():
-    paper = cluster.job_resources("paper", "prepare", threads=4, gpu=True, environ={})
-    assert paper["mem_mb"] == 64000 and paper["cpus_per_task"] == 4
-    assert cluster.job_resources("mine", "train", threads=1, gpu=False, environ={})["mem_mb"] == \
-        cluster.SIZES["paper"]["train"][0]
+def test_only_the_default_profile_has_static_sizes():
+    # every other profile is sized from measurements (bench.costs.sizing); no 64 GB guesses
+    assert cluster.uncalibrated_size("paper", "prepare") is None
+    assert cluster.uncalibrated_size("mine", "train") is None
+    assert cluster.job_resources("paper", "prepare", threads=4, gpu=True, environ={})["cpus_per_task"] == 4
 
 
 def test_gpu_rules_go_to_the_gpu_partition_only_when_the_config_asks():
@@ -160,3 +160,18 @@ def test_dry_run_gpu_partition_follows_the_config_and_survives_a_command_line_ov
     # the override changes what it names, nothing else (a profile set-resources would be replaced)
     assert all(r["slurm_partition"] == "gpu" and r["gpu"] == "1" and r["runtime"] == "99" for r in gpu)
     assert all(r["mem_mb"] == str(cluster.SIZES["default"]["train"][0]) and r["cpus_per_task"] == "1" for r in gpu)
+
+
+def test_a_paper_profile_cluster_run_without_measurements_stops_before_submitting(monkeypatch):
+    """No calibration: the first job to size names what to run (no fixed 64 GB guess)."""
+    from bench.config.validate import load_config
+    from bench.costs import sizing
+
+    monkeypatch.setenv("LTR_BENCH_CALIBRATION", "off")
+    config = load_config(str(ROOT / "config" / "paper.yaml"), str(ROOT / "config" / "scale.yaml"))
+    wildcards = {"dataset": "mslr-like", "fold": "Fold1"}
+    with pytest.raises(sizing.NotCalibrated, match="ltr-bench plan"):
+        sizing.request(config, "prepare", wildcards, 1, strict=True)
+    # a local run requests nothing: the default profile's sizes only show in `snakemake -n`
+    assert sizing.request(config, "prepare", wildcards, 2, strict=False) == {
+        "mem_mb": 2 * cluster.SIZES["default"]["prepare"][0], "runtime": 2 * cluster.SIZES["default"]["prepare"][1]}

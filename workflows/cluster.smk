@@ -42,7 +42,6 @@ def cluster_resources(name):
         raise WorkflowError(str(exc)) from None
     # memory and time from the job's projected cost; a retry (profile: retries) of a job
     # killed for time or memory gets attempt x as much
-    sized.pop("mem_mb"), sized.pop("runtime")
     return {**sized, "mem_mb": _sized(name, "mem_mb"), "runtime": _sized(name, "runtime"),
             "slurm_account": _slurm_account}
 

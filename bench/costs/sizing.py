@@ -15,13 +15,13 @@ covers the spread of step times on a shared node and a run that validates slower
 calibrated. A retry (the SLURM profile's ``retries``) asks ``attempt`` times as much, so a job
 killed for its memory or time gets a second chance.
 
-Without a measurement for a job (no calibration of that device yet, or a job the calibration
-has not seen), the answer depends on where the jobs run: a local run (``--cores``) uses no
-request, and gets the uncalibrated sizes of :data:`bench.cluster.SIZES`; a cluster run stops
-before submitting that job, with the command that measures it. A job that cannot be projected
-at all (a fold whose shape is unknown until prepared -- then it is known, since Snakemake sizes
-a job once its inputs exist --, SinkProp's own protocol, summaries without data) gets the
-uncalibrated sizes too, and says so in the plan.
+Without a projection (no calibration of that device yet, a job the calibration has not seen,
+or a job no cost model covers: SinkProp's own protocol), a job gets the static sizes of its
+study profile (:data:`bench.cluster.SIZES`, the default profile's seconds-long jobs); a cluster
+run of a profile without static sizes stops before submitting it, with the command that
+measures it; a local run (``--cores``, which requests nothing) shows the default profile's
+sizes. A fold whose shape is unknown until prepared is known by the time its jobs are sized:
+Snakemake sizes a job again once its inputs exist.
 """
 
 from __future__ import annotations
@@ -43,6 +43,9 @@ MIN_MINUTES = 5
 #: rule -> (its main output, the wildcards it has), to rebuild a Job from a rule's wildcards
 OUTPUTS = {"train": plan.RUN, "gbdt": plan.RUN, "linear": plan.RUN, "prepare": plan.PREPARED,
            "evaluate": plan.EVALUATED, "stats": plan.STATS}
+
+#: a local run requests nothing; its jobs show this profile's static sizes in `snakemake -n`
+LOCAL_PLACEHOLDER = "default"
 
 _contexts: dict[tuple[str, int, int], Context] = {}
 
@@ -92,14 +95,17 @@ def request(config: dict[str, Any], rule: str, wildcards: dict[str, Any], attemp
         mem_mb = math.ceil(MEM_MARGIN * proj.host_bytes / 2**20)
         minutes = math.ceil(max(MIN_MINUTES, TIME_MARGIN * proj.seconds / 60))
         return {"mem_mb": mem_mb * attempt, "runtime": minutes * attempt}
-    if strict and (proj is None or proj.missing):
-        raise NotCalibrated(_not_calibrated(config, rule, wildcards, calibration))
-    mem_mb, minutes = uncalibrated_size(config["profile"], rule)
+    static = uncalibrated_size(config["profile"], rule)
+    if static is None and strict:
+        raise NotCalibrated(_not_calibrated(config, rule, wildcards, calibration, proj))
+    mem_mb, minutes = static or uncalibrated_size(LOCAL_PLACEHOLDER, rule)
     return {"mem_mb": mem_mb * attempt, "runtime": minutes * attempt}
 
 
-def _not_calibrated(config: dict[str, Any], rule: str, wildcards: dict[str, Any], calibration) -> str:
+def _not_calibrated(config: dict[str, Any], rule: str, wildcards: dict[str, Any], calibration, proj) -> str:
     kind = device_kind(config, rule)
+    if proj is not None and proj.unsized:
+        return f"cannot size {rule} job {dict(wildcards)} for the cluster: {proj.unsized}"
     what = "no calibration" if calibration is None else f"the calibration {calibration.path} lacks measurements"
     where = "a GPU node (e.g. `srun --gres=gpu:1 ... ltr-bench plan ... --device cuda`)" if kind == "cuda" \
         else f"a node of the CPU partition (e.g. `srun -c {config['threads']} ltr-bench plan ...`)"

@@ -122,6 +122,17 @@ def line(xs: list[float], ys: list[float], x: float) -> float:
     return float(max(0.0, y1 + slope * (x - x1)))
 
 
+def peak_fit(m: dict[str, Any], shape: FoldShape, *, maps_fold: bool) -> float:
+    """A measured peak at the planned fold. A job that reads its whole fold (``maps_fold``) holds
+    the fold's pages: that part is exact (the fold's bytes), and only the rest, the process and
+    the job's own memory, is fitted ``a + b N`` (a line through two noisy peaks a few hundred MB
+    apart would swing the fold's 2 GB by +-20 %)."""
+    if maps_fold and m.get("fold_bytes") and None not in m["fold_bytes"]:
+        rest = [p - f for p, f in zip(m["peak_bytes"], m["fold_bytes"])]
+        return shape.nbytes + line(m["sizes"], rest, shape.n_docs)
+    return line(m["sizes"], m["peak_bytes"], shape.n_docs)
+
+
 def shape_spec(shape: FoldShape) -> dict[str, Any]:
     """A fold shape as a measurement spec: sizes and the histogram of list lengths."""
     return {"n_features": shape.n_features, "splits": {name: _split_spec(s) for name, s in shape.splits.items()}}
@@ -195,7 +206,7 @@ def neural(ctx: Context, job: Job) -> Projection:
     eval_docs = budget.n_epochs * va.docs_cut(tls) + te.docs_cut(tls)
     proj.seconds = line(data["sizes"], data["seconds"], n) + steps * step["step_s"] + eval_docs / ev["docs_per_s"]
     weights = FLOAT_BYTES * step["n_params"]
-    proj.host_bytes = int(line(data["sizes"], data["peak_bytes"], n) + 2 * weights
+    proj.host_bytes = int(peak_fit(data, shape, maps_fold=True) + 2 * weights
                           + max(step["work_bytes"], ev["work_bytes"] + 3 * weights))
     if step.get("device_work_bytes") is not None:
         proj.gpu_bytes = int(shape.nbytes + 2 * weights + step["device_work_bytes"])
@@ -219,20 +230,23 @@ def gbdt(ctx: Context, job: Job) -> Projection:
         return proj
     n, rounds = shape.n_docs, cfg["num_trees"]
     sizes = sorted({p["docs"] for p in m["points"]})
-    fixed, per_round, peak = [], [], []
+    fixed, per_round, peak, mapped = [], [], [], []
     for size in sizes:
         pts = sorted((p for p in m["points"] if p["docs"] == size), key=lambda p: p["rounds"])
         r = (pts[-1]["seconds"] - pts[0]["seconds"]) / max(pts[-1]["rounds"] - pts[0]["rounds"], 1)
         per_round.append(max(r, 0.0))
         fixed.append(pts[0]["seconds"] - pts[0]["rounds"] * per_round[-1])
         peak.append(max(p["peak_bytes"] for p in pts))
+        mapped.append(pts[-1].get("fold_bytes"))
     proj.seconds = line(sizes, fixed, n) + rounds * line(sizes, per_round, n)
-    proj.host_bytes = int(line(sizes, peak, n))
+    proj.host_bytes = int(peak_fit({"sizes": sizes, "peak_bytes": peak, "fold_bytes": mapped}, shape, maps_fold=True))
     return proj
 
 
-def _sized(kind: str, spec_of: Callable[[Context, Job, FoldShape], dict[str, Any]], work: str) -> Callable:
-    """A cost model fitted at two sizes of the fold: seconds and peak as ``a + b N``."""
+def _sized(kind: str, spec_of: Callable[[Context, Job, FoldShape], dict[str, Any]], work: str, *,
+           maps_fold: bool) -> Callable:
+    """A cost model fitted at two sizes of the fold: seconds and peak as ``a + b N``
+    (:func:`peak_fit`: ``maps_fold`` for a job that reads its whole fold)."""
 
     def project(ctx: Context, job: Job) -> Projection:
         proj = Projection(work=work)
@@ -242,7 +256,7 @@ def _sized(kind: str, spec_of: Callable[[Context, Job, FoldShape], dict[str, Any
         m = _Need(ctx, proj)(kind, {**spec_of(ctx, job, shape), "shape": shape_spec(shape)})
         if m is not None:
             proj.seconds = line(m["sizes"], m["seconds"], shape.n_docs)
-            proj.host_bytes = int(line(m["sizes"], m["peak_bytes"], shape.n_docs))
+            proj.host_bytes = int(peak_fit(m, shape, maps_fold=maps_fold))
         return proj
 
     return project
@@ -268,16 +282,43 @@ def _prepare_spec(ctx: Context, job: Job, shape: FoldShape) -> dict[str, Any]:
 
 def _prepare(ctx: Context, job: Job) -> Projection:
     """Rule ``prepare``; the fold's expected shape (its own output does not exist yet)."""
-    return _sized("prepare", _prepare_spec, "parse/generate, normalise, write")(ctx, job)
+    return _sized("prepare", _prepare_spec, "parse/generate, normalise, write", maps_fold=False)(ctx, job)
+
+
+def stats(ctx: Context, job: Job) -> Projection:
+    """Rule ``stats``: the table's statistics measured at its size (methods x seeds x the test
+    queries of every dataset and fold it pools)."""
+    proj = Projection(work="paired tests, bootstrap")
+    table = job.wildcards["table"]
+    spec = ctx.config["tables"][table]
+    n_queries = 0
+    for dataset in plan.table_datasets(ctx.config, table):
+        for fold in plan.evaluation(ctx.config, table, dataset).folds:
+            shape = ctx.shape(dataset, fold)
+            if shape is None:
+                proj.unsized = "a dataset's test queries are unknown until prepared"
+                return proj
+            n_queries += shape.splits["test"].n_queries * max(1, len(spec.get("list_sizes") or []))
+    m = _Need(ctx, proj)("summary", {"n_methods": len(plan.table_methods(ctx.config, table)),
+                                     "n_seeds": len(plan.table_seeds(ctx.config, table)), "n_queries": n_queries,
+                                     "metrics": list(spec["metrics"]), "n_boot": ctx.config["stats"]["n_boot"]})
+    if m is not None:
+        proj.seconds, proj.host_bytes = m["seconds"], int(m["peak_bytes"])
+    return proj
+
+
+#: a summarising step (table, figure, freeze, compare) on top of the process it starts as:
+#: measured 1.10x on the scale profile (reports/perf/scale.md); they read computed tables only
+SUMMARY_OVER_PROCESS = 1.25
 
 
 def process(ctx: Context, job: Job) -> Projection:
-    """Summarising rules (statistics, tables, figures, freeze, compare): the job process itself
-    (measured) while it reads computed tables; their time is seconds and not projected."""
+    """Summarising rules (tables, figures, freeze, compare): the process a job starts as
+    (measured) x :data:`SUMMARY_OVER_PROCESS`; their time is seconds and not projected."""
     proj = Projection(work="summary")
     m = _Need(ctx, proj)("process", {})
     if m is not None:
-        proj.host_bytes = int(m["peak_bytes"])
+        proj.host_bytes = int(SUMMARY_OVER_PROCESS * m["peak_bytes"])
         proj.seconds = 0.0
     return proj
 
@@ -286,11 +327,11 @@ def process(ctx: Context, job: Job) -> Projection:
 COST_MODELS: dict[str, Callable[[Context, Job], Projection]] = {
     "train": neural,
     "gbdt": gbdt,
-    "linear": _sized("linear", _linear_spec, "least squares, ridge grid"),
-    "evaluate": _sized("evaluate", _evaluate_spec, "per-query metrics"),
+    "linear": _sized("linear", _linear_spec, "least squares, ridge grid", maps_fold=True),
+    "evaluate": _sized("evaluate", _evaluate_spec, "per-query metrics", maps_fold=False),
     "prepare": _prepare,
-    **dict.fromkeys(("stats", "table", "figure", "freeze_dataset", "check_frozen", "compare_table", "loss_curves"),
-                    process),
+    "stats": stats,
+    **dict.fromkeys(("table", "figure", "freeze_dataset", "check_frozen", "compare_table", "loss_curves"), process),
 }
 
 

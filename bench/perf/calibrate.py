@@ -15,6 +15,11 @@ to take seconds. Each measurement :data:`MEASURES` knows is one function ``spec 
 ``neural_eval``
     scoring and grading a validation split of queries ``width`` long in evaluation batches
     (:func:`~bench.training.batches.score_lists` + the metrics): ``docs_per_s``, ``work_bytes``.
+``summary``
+    the statistics of a table at its planned size (methods x seeds x test queries): ``seconds``,
+    ``peak_bytes``.
+``process``
+    the resident size a job starts from.
 ``neural_data``, ``gbdt``, ``linear``, ``evaluate``, ``prepare``
     the data-dependent part, measured at two sizes of the planned fold (see :data:`FRACTIONS`)
     so that time and peak memory can be fitted as ``a + b * documents`` and extrapolated:
@@ -170,7 +175,8 @@ def fake_split(lengths: np.ndarray, n_features: int, rng: np.random.Generator) -
 
 
 def fake_fold(path: Path, shape: dict[str, Any], fraction: float, seed: int = 0) -> int:
-    """Write a prepared fold of ``fraction`` of the planned ``shape`` at ``path``; its documents.
+    """Write a prepared fold of ``fraction`` of the planned ``shape`` at ``path``; its documents
+    (:func:`fold_bytes` gives its size).
 
     ``shape``: ``n_features`` and ``splits`` (split -> ``n_queries``, ``n_docs``, ``max_list``,
     ``lengths``), as :func:`bench.costs.model.shape_spec` describes a planned fold.
@@ -186,6 +192,11 @@ def fake_fold(path: Path, shape: dict[str, Any], fraction: float, seed: int = 0)
                        for s, sp in splits.items()}}
     save_prepared(path, splits, meta)
     return sum(int(sp["labels"].size) for sp in splits.values())
+
+
+def fold_bytes(path: Path) -> int:
+    """Bytes of a prepared fold's arrays (what a job that reads the whole fold maps)."""
+    return sum(f.stat().st_size for f in Path(path).glob("*/*.npy"))
 
 
 def fractions(shape: dict[str, Any]) -> tuple[float, float]:
@@ -323,11 +334,15 @@ def neural_data(spec: dict[str, Any], device: str) -> dict[str, Any]:
                     prepared = load_prepared(Path(tmp) / "fold")
                     f = _fit(run_spec, prepared, dev)
                     lists, _ = epoch_lists(f.splits["train"], f.list_size, torch.Generator().manual_seed(0))
-                    for chunk in lists.split(f.tc["batch_size"]):  # an epoch reads every training document
+                    for chunk in lists.split(f.tc["batch_size"]):  # an epoch's batches
                         gather(f.splits["train"], chunk, dev)
+                    for split in prepared.splits.values():  # every page mapped, as in a run of many
+                        for i in range(0, split.features.shape[0], 1 << 16):  # batches (8 MB read-ahead)
+                            float(split.features[i:i + (1 << 16)].sum())
                     for split in ("vali", "test"):
                         score_lists(f.trainables.model, f.splits[split], f.evals[split], dev, False)
-                return {"docs": n_docs, "peak_bytes": peak_bytes(), "seconds": time.perf_counter() - start}
+                return {"docs": n_docs, "peak_bytes": peak_bytes(), "seconds": time.perf_counter() - start,
+                        "fold_bytes": fold_bytes(Path(tmp) / "fold")}
 
         return measure
 
@@ -337,7 +352,8 @@ def neural_data(spec: dict[str, Any], device: str) -> dict[str, Any]:
 def _two_sizes(shape: dict[str, Any], one: Callable[[float], Callable[[], dict]]) -> dict[str, Any]:
     points = [in_child(one(fr)) for fr in fractions(shape)]
     return {"sizes": [p["docs"] for p in points], "peak_bytes": [p["peak_bytes"] for p in points],
-            "seconds": [p["seconds"] for p in points], "points": points}
+            "seconds": [p["seconds"] for p in points], "fold_bytes": [p.get("fold_bytes") for p in points],
+            "points": points}
 
 
 # ----------------------------------------------------------------------------- other run kinds
@@ -359,7 +375,7 @@ def gbdt(spec: dict[str, Any], device: str) -> dict[str, Any]:
                 start = time.perf_counter()
                 gbdt_run(config, Path(tmp) / "fold", Path(tmp) / "run", method="m", seed=0, device=device,
                          quiet=True, threads=spec.get("threads"))
-                return {"docs": n_docs, "rounds": rounds, "peak_bytes": peak_bytes(),
+                return {"docs": n_docs, "rounds": rounds, "peak_bytes": peak_bytes(), "fold_bytes": fold_bytes(Path(tmp) / "fold"),
                         "seconds": time.perf_counter() - start}
 
         return measure
@@ -383,7 +399,8 @@ def linear(spec: dict[str, Any], device: str) -> dict[str, Any]:
                 start = time.perf_counter()
                 linear_run(config, Path(tmp) / "fold", Path(tmp) / "run", method="m", seed=0, device="cpu",
                            quiet=True)
-                return {"docs": n_docs, "peak_bytes": peak_bytes(), "seconds": time.perf_counter() - start}
+                return {"docs": n_docs, "peak_bytes": peak_bytes(), "seconds": time.perf_counter() - start,
+                        "fold_bytes": fold_bytes(Path(tmp) / "fold")}
 
         return measure
 
@@ -415,7 +432,8 @@ def evaluate(spec: dict[str, Any], device: str) -> dict[str, Any]:
                                       fold="Fold1", list_sizes=spec.get("list_sizes") or None,
                                       convention=spec.get("convention", "default"))
                 write_frame(frame, Path(tmp) / "out.parquet")
-                return {"docs": n_docs, "peak_bytes": peak_bytes(), "seconds": time.perf_counter() - start}
+                return {"docs": n_docs, "peak_bytes": peak_bytes(), "seconds": time.perf_counter() - start,
+                        "fold_bytes": fold_bytes(Path(tmp) / "fold")}
 
         return measure
 
@@ -468,6 +486,33 @@ def _svmlight_files(folder: Path, shape: dict[str, Any], fraction: float) -> dic
     return files
 
 
+def summary(spec: dict[str, Any], device: str) -> dict[str, Any]:
+    """``ltr-bench stats`` at the planned size: the paired tests and bootstrap of a per-query
+    frame of ``n_methods`` x ``n_seeds`` x ``n_queries`` rows and the table's metrics."""
+
+    def measure() -> dict[str, Any]:
+        import pandas as pd
+
+        from bench.stats import significance
+
+        rng = np.random.default_rng(0)
+        n_q, keys = int(spec["n_queries"]), []
+        for m in range(int(spec["n_methods"])):
+            for seed in range(int(spec["n_seeds"])):
+                keys.append(pd.DataFrame({"dataset": "d", "fold": "Fold1", "seed": seed, "query": np.arange(n_q),
+                                          "method": f"m{m}"}))
+        frame = pd.concat(keys, ignore_index=True)
+        for metric in spec["metrics"]:
+            frame[metric] = rng.random(len(frame))
+        gc.collect()
+        reset_peak()
+        start = time.perf_counter()
+        significance(frame, spec["metrics"], n_boot=int(spec["n_boot"]))
+        return {"peak_bytes": peak_bytes(), "seconds": time.perf_counter() - start}
+
+    return in_child(measure)
+
+
 def process(spec: dict[str, Any], device: str) -> dict[str, Any]:
     """The resident size a job starts from (a child of the preloaded process), and with CUDA
     initialised when the device is a GPU."""
@@ -487,7 +532,7 @@ def process(spec: dict[str, Any], device: str) -> dict[str, Any]:
 #: measurement kind -> function(spec, device) (size-dependent kinds fork their own children)
 MEASURES: dict[str, Callable[[dict[str, Any], str], dict[str, Any]]] = {
     "process": process, "neural_step": neural_step, "neural_eval": neural_eval, "neural_data": neural_data,
-    "gbdt": gbdt, "linear": linear, "evaluate": evaluate, "prepare": prepare,
+    "gbdt": gbdt, "linear": linear, "evaluate": evaluate, "prepare": prepare, "summary": summary,
 }
 #: kinds measured in one child here (the others fork their own, one per size)
 SINGLE_CHILD = ("neural_step", "neural_eval")

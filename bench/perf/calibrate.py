@@ -58,8 +58,8 @@ from typing import Any, Callable
 import numpy as np
 
 SPLITS = ("train", "vali", "test")
-#: the two fractions of the planned fold measured by the size-dependent measurements; at least
-#: MIN_DOCS documents (the whole fold when it is smaller)
+#: the two fractions of the planned fold measured by the size-dependent measurements; the
+#: smaller has at least MIN_DOCS documents (a small fold: half of it, then all of it)
 FRACTIONS = (0.05, 0.1)
 MIN_DOCS = 20_000
 #: timed optimiser steps: at least MIN_STEPS, until STEP_SECONDS have passed, at most MAX_STEPS
@@ -202,7 +202,7 @@ def fold_bytes(path: Path) -> int:
 def fractions(shape: dict[str, Any]) -> tuple[float, float]:
     """The two fractions of the planned fold to measure (:data:`FRACTIONS`, at least MIN_DOCS)."""
     total = sum(s["n_docs"] for s in shape["splits"].values())
-    small = max(FRACTIONS[0], min(1.0, MIN_DOCS / max(total, 1)))
+    small = max(FRACTIONS[0], min(0.5, MIN_DOCS / max(total, 1)))
     return (small, min(1.0, small * FRACTIONS[1] / FRACTIONS[0]))
 
 

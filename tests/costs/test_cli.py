@@ -1,0 +1,50 @@
+"""ltr-bench plan and status as a user types them (default profile, one small table)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from helpers import ROOT
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="calibration forks: Linux only")
+
+
+def _ltr(*args: str, cwd=ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bench.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=600, env={"PATH": __import__("os").environ["PATH"], "LTR_BENCH_JOB_SERVER": "off",
+                                            "OMP_NUM_THREADS": "1"})
+
+
+def test_plan_calibrates_once_then_reuses_and_writes_every_job(tmp_path):
+    cal = tmp_path / "cal"
+    first = _ltr("plan", "listsize_table3", "--calibration-dir", str(cal), "--json", str(tmp_path / "plan.json"))
+    assert first.returncode == 0, first.stderr
+    assert "calibrating" in first.stderr and "listsize_table3" in first.stdout and "device-hours" in first.stdout
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    runs = [j for j in plan["jobs"] if j["rule"] == "train"]
+    assert len(runs) == 4 and all(j["projected_seconds"] > 0 and j["projected_peak_mb"] > 100 for j in runs)
+    assert {"rule", "output", "device", "projected_seconds", "projected_peak_mb"} <= set(runs[0])
+    again = _ltr("plan", "listsize_table3", "--calibration-dir", str(cal))
+    assert again.returncode == 0 and "calibrating" not in again.stderr
+    assert again.stdout.splitlines()[3:] == first.stdout.splitlines()[3:]  # same projections
+
+
+def test_plan_without_calibration_and_bad_input_say_so(tmp_path):
+    out = _ltr("plan", "all", "--no-calibrate", "--calibration-dir", str(tmp_path))
+    assert out.returncode == 0 and "not projected" in out.stdout
+    bad = _ltr("plan", "tabel")
+    assert bad.returncode == 2 and bad.stderr.strip() == (
+        "ltr-bench plan: error: unknown target 'tabel'; known: all, pirank_table1, neuralndcg_table3, arf_table2, "
+        "listsize_table3, sinkprop_letor, unified_table, scaling_figure, temperature_figure, listsize_figure, "
+        "recall_heatmap, neuralndcg_curves, freeze, compare")
+    missing = _ltr("plan", "all", "--configfile", "nope.yaml")
+    assert missing.returncode == 2 and "nope.yaml: not found" in missing.stderr
+
+
+def test_status_of_a_study_that_has_not_started(tmp_path):
+    out = _ltr("status", "listsize_table3", "--cores", "2")
+    assert out.returncode == 0, out.stderr
+    assert "listsize_table3" in out.stdout and "remaining" in out.stdout

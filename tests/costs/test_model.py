@@ -1,0 +1,100 @@
+"""bench.costs.model: projections computed by hand from a calibration (the formulas of the docstring)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from bench.config import plan
+from bench.config.jobs import Job
+from bench.config.validate import load_config
+from bench.costs.calibration import Calibration, Device
+from bench.costs.model import Context, line, peak_fit, project, shape_spec
+from bench.data.shapes import FoldShape, SplitShape
+from bench.training.budget import Budget
+from bench.training.config import resolve_train_config
+
+SCALE = ("config/paper.yaml", "config/scale.yaml")
+
+
+def _context():
+    return Context(load_config(*SCALE), Calibration(Device("cpu", "test cpu", 1)))
+
+
+def _run_job(experiment: str, method: str) -> Job:
+    w = {"experiment": experiment, "dataset": "mslr-like", "fold": "Fold1", "method": method, "seed": 0}
+    return Job(plan.KIND_RULES["neural"], plan.RUN.format(**w), w)
+
+
+def test_line_through_two_points_never_slopes_down():
+    assert line([1, 3], [2.0, 6.0], 10) == 20.0
+    assert line([1, 3], [6.0, 2.0], 10) == 6.0  # noise: no negative slope
+    assert line([5, 5], [2.0, 3.0], 50) == 3.0
+
+
+def test_peak_fit_keeps_the_fold_bytes_exact():
+    shape = FoldShape(2, {s: SplitShape(10, 1000) for s in ("train", "vali", "test")}, "prepared")
+    m = {"sizes": [100, 200], "peak_bytes": [1_000 + 500, 1_000 + 1_100], "fold_bytes": [500, 1_000]}
+    # rest = 1000 then 1100: +1 byte a document; at 3000 documents 1000 + 2900 + the fold
+    assert peak_fit(m, shape, maps_fold=True) == shape.nbytes + 1_000 + 2_900
+    assert peak_fit(m, shape, maps_fold=False) == line([100, 200], [1500, 2100], 3000)
+
+
+def test_neural_projection_is_the_documented_formula():
+    ctx = _context()
+    job = _run_job("pirank", "ranknet")
+    first = project(ctx, job)
+    assert first.seconds is None and {k.split(":")[0] for k in first.missing} == {"neural_step", "neural_eval",
+                                                                                    "neural_data"}
+    step = {"step_s": 0.2, "work_bytes": 300e6, "n_params": 1000, "device_work_bytes": None}
+    ev = {"docs_per_s": 50_000.0, "work_bytes": 100e6}
+    data = {"sizes": [100_000, 200_000], "peak_bytes": [5e8 + 1e7, 6e8 + 2e7], "seconds": [1.0, 2.0],
+            "fold_bytes": [5e8, 6e8]}
+    for kind, spec in first.missing.values():
+        ctx.calibration.put(kind, spec, {"neural_step": step, "neural_eval": ev, "neural_data": data}[kind], 0.0)
+    proj = project(ctx, job)
+    assert proj.complete and proj.missing == {}
+    shape = ctx.shape("mslr-like", "Fold1")
+    cfg = plan.run_config(ctx.config, "pirank", "mslr-like", "ranknet")
+    train = resolve_train_config(cfg["train"], {}, method="ranknet")
+    budget = Budget.of(train, shape.splits["train"].n_queries)
+    n = shape.n_docs
+    evals = budget.n_epochs * shape.splits["vali"].n_docs + shape.splits["test"].n_docs
+    seconds = (1.0 + (n - 100_000) / 100_000) + budget.total_steps * 0.2 + evals / 50_000
+    assert proj.seconds == pytest.approx(seconds)
+    rest = 1e7 + 1e7 * (n - 100_000) / 100_000
+    assert proj.host_bytes == int(shape.nbytes + rest + 2 * 4000 + max(300e6, 100e6 + 3 * 4000))
+    assert proj.steps == budget.total_steps == 60
+
+
+def test_gbdt_projection_separates_rounds_from_the_rest():
+    ctx = _context()
+    w = {"experiment": "neuralndcg", "dataset": "mslr-like", "fold": "Fold1", "method": "xgboost_pairwise", "seed": 0}
+    job = Job("gbdt", plan.RUN.format(**w), w)
+    (kind, spec), = project(ctx, job).missing.values()
+    points = [{"docs": d, "rounds": r, "seconds": 1.0 * d / 1000 + r * 0.01 * d / 1000, "peak_bytes": 10 * d,
+               "fold_bytes": 4 * d} for d in (1000, 2000) for r in (3, 9)]
+    ctx.calibration.put(kind, spec, {"points": points}, 0.0)
+    proj = project(ctx, job)
+    n = ctx.shape("mslr-like", "Fold1").n_docs
+    assert proj.rounds == 20 and proj.bound
+    assert proj.seconds == pytest.approx(n / 1000 + 20 * 0.01 * n / 1000)
+    assert proj.host_bytes == pytest.approx(ctx.shape("mslr-like", "Fold1").nbytes + 6 * n, rel=1e-6)
+
+
+def test_unknown_shapes_and_sinkprop_are_unsized_with_a_reason():
+    config = load_config("config/paper.yaml")
+    ctx = Context(config, Calibration(Device("cpu", "test cpu", 1)))
+    w = {"experiment": "letor", "dataset": "mq2008", "fold": "Fold1", "method": "listnet", "seed": 0}
+    assert "unknown until prepared" in project(ctx, Job("train", plan.RUN.format(**w), w)).unsized
+    w = {**w, "method": "sinkprop"}
+    assert "SinkProp" in project(ctx, Job("train", plan.RUN.format(**w), w)).unsized
+
+
+def test_shape_spec_is_a_histogram_of_lengths():
+    spec = shape_spec(_context().shape("mslr-like", "Fold1"))
+    train = spec["splits"]["train"]
+    assert sum(train["lengths"]["counts"]) == train["n_queries"] == 18_919
+    assert sum(v * c for v, c in zip(train["lengths"]["values"], train["lengths"]["counts"])) == train["n_docs"]
+    assert math.isclose(train["n_docs"] / train["n_queries"], 120.0, rel_tol=0.01)

@@ -1,0 +1,125 @@
+"""bench.costs: the calibration file, cluster requests from projections, and the status of a study."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+
+import pytest
+
+from bench.config import plan
+from bench.config.jobs import Job
+from bench.config.validate import load_config
+from bench.costs import sizing, status
+from bench.costs.calibration import (Calibration, Device, device_slug, find_calibration, load_calibration,
+                                     open_calibration)
+from bench.costs.model import Context, project
+from bench.errors import UsageError
+from bench.training.progress import write_progress
+
+SCALE = ("config/paper.yaml", "config/scale.yaml")
+
+
+def _filled(config, device=Device("cpu", "test cpu", 1), folder=None) -> Calibration:
+    """A calibration holding made-up measurements for every job of the config's `all`."""
+    from bench.config.jobs import target_jobs
+
+    cal = Calibration(device, {}, None if folder is None else folder / f"{device_slug(device)}.json")
+    ctx = Context(config, cal)
+    fake = {"neural_step": {"step_s": 0.1, "work_bytes": 2e8, "n_params": 10, "device_work_bytes": None},
+            "neural_eval": {"docs_per_s": 1e5, "work_bytes": 1e8},
+            "process": {"peak_bytes": 3e8}, "summary": {"peak_bytes": 4e8, "seconds": 1.0}}
+    two = {"sizes": [1e5, 2e5], "peak_bytes": [6e8, 7e8], "seconds": [1.0, 2.0], "fold_bytes": [5e7, 1e8]}
+    for job in target_jobs(config, ["all"]):
+        proj = project(ctx, job)
+        for kind, spec in (proj.missing.values() if proj else []):
+            if kind == "gbdt":
+                result = {"points": [{"docs": d, "rounds": r, "seconds": d / 1e5 + r, "peak_bytes": 6e8 * d / 1e5,
+                                      "fold_bytes": 5e7 * d / 1e5} for d in (1e5, 2e5) for r in (3, 9)]}
+            else:
+                result = fake.get(kind, two)
+            cal.put(kind, spec, result, 0.0)
+    return cal
+
+
+def test_calibration_file_round_trip_and_errors(tmp_path):
+    cal = open_calibration(Device("cpu", "My CPU (2 logical cores)", 2), tmp_path)
+    assert cal.path.name == "cpu-my-cpu-2-logical-cores-t2.json" and cal.entries == {}
+    cal.put("process", {}, {"peak_bytes": 1}, 0.5)
+    cal.save()
+    again = load_calibration(cal.path)
+    assert again.get("process", {}) == {"peak_bytes": 1} and again.device == cal.device
+    cal.path.write_text("{not json")
+    with pytest.raises(UsageError, match="not a calibration file"):
+        load_calibration(cal.path)
+    with pytest.raises(UsageError, match="not found"):
+        load_calibration(tmp_path / "missing.json")
+
+
+def test_which_calibration_a_workflow_run_uses(tmp_path):
+    for threads in (1, 2):
+        cal = Calibration(Device("cpu", "x", threads), {}, tmp_path / f"cpu-x-t{threads}.json")
+        cal.save()
+    assert find_calibration("cpu", 2, tmp_path, environ={}).device.threads == 2
+    assert find_calibration("cuda", 1, tmp_path, environ={}) is None
+    assert find_calibration("cpu", 1, tmp_path, environ={"LTR_BENCH_CALIBRATION": "off"}) is None
+    chosen = find_calibration("cuda", 1, tmp_path, environ={"LTR_BENCH_CALIBRATION": str(tmp_path / "cpu-x-t1.json")})
+    assert chosen.device.threads == 1  # an explicit file wins (e.g. a CPU calibration for GPU-less GPU jobs)
+
+
+def test_requests_follow_the_projection_with_margins_and_attempts(tmp_path, monkeypatch):
+    config = load_config(*SCALE)
+    cal = _filled(config, folder=tmp_path)
+    cal.save()
+    monkeypatch.setenv("LTR_BENCH_CALIBRATION", str(cal.path))
+    sizing._contexts.clear()
+    w = {"experiment": "pirank", "dataset": "mslr-like", "fold": "Fold1", "method": "ranknet", "seed": "0"}
+    proj, _ = sizing.projection(config, "train", w)
+    first = sizing.request(config, "train", w, 1, strict=True)
+    assert first["mem_mb"] == math.ceil(sizing.MEM_MARGIN * proj.host_bytes / 2**20)
+    assert first["runtime"] == math.ceil(max(sizing.MIN_MINUTES, sizing.TIME_MARGIN * proj.seconds / 60))
+    assert sizing.request(config, "train", w, 2, strict=True) == {k: 2 * v for k, v in first.items()}
+    # a job the calibration has not seen (another seed count changes nothing; another method does)
+    w2 = {**w, "method": "lambdarank_k10"}
+    with pytest.raises(sizing.NotCalibrated, match="lacks measurements"):
+        sizing.request(config, "train", w2, 1, strict=True)
+
+
+def _job(method: str) -> Job:
+    w = {"experiment": "pirank", "dataset": "mslr-like", "fold": "Fold1", "method": method, "seed": 0}
+    return Job("train", plan.RUN.format(**w), w, ["pirank_table1"])
+
+
+def test_status_of_a_half_finished_study(tmp_path, monkeypatch):
+    config = load_config(*SCALE)
+    cal = _filled(config, folder=tmp_path / "cal")
+    cal.save()
+    monkeypatch.setenv("LTR_BENCH_CALIBRATION", str(cal.path))
+    monkeypatch.chdir(tmp_path)  # the study's files are relative to the working directory
+    done, running = _job("ranknet"), _job("pirank_ndcg_t1000")
+    os.makedirs(done.output)
+    projected = project(Context(config, cal), done).seconds
+    (tmp_path / done.output / "run.json").write_text(json.dumps({"wall_time_s": 2 * projected}))
+    now = time.time()
+    os.makedirs(os.path.dirname(running.output), exist_ok=True)
+    write_progress(running.output, {"kind": "neural", "updated": now - 5, "unit": "step", "done": 30, "total": 60,
+                                    "epoch": 1, "epochs": 1, "eta_s": 100.0})
+    states, rows, ratios = status.study_status(config, ["pirank_table1"], now=now)
+    by_output = {s.job.output: s for s in states}
+    assert by_output[done.output].state == "done" and by_output[running.output].state == "running"
+    assert by_output[running.output].eta_s == pytest.approx(95.0)
+    assert ratios == {"train": pytest.approx(2.0)}  # the finished run took twice its projection
+    table = next(r for r in rows if r.name == "pirank_table1")
+    assert table.counts == {"done": 1, "running": 1, "interrupted": 0, "remaining": 6}
+    left = sum(2 * project(Context(config, cal), s.job).seconds if s.job.rule == "train" else
+               project(Context(config, cal), s.job).seconds
+               for s in states if s.state == "remaining" and project(Context(config, cal), s.job) is not None
+               and project(Context(config, cal), s.job).complete)
+    assert table.seconds_left == pytest.approx(95.0 + left)
+    # a record older than the stale window is an interrupted run
+    states, rows, _ = status.study_status(config, ["pirank_table1"], now=now + 3600)
+    assert {s.job.output: s.state for s in states}[running.output] == "interrupted"
+    text = status.render(states, rows, {}, title="t", cores=2)
+    assert "interrupted:" in text and "step 30/60" in text

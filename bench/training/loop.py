@@ -273,12 +273,13 @@ class _Progress:
     """The run's progress: tqdm bar (interactive) or lines (``quiet``), and the record either way.
 
     Lines and record (:mod:`bench.training.progress`) come at least every interval (from the
-    process's second step: the first one warms up) and after every validation. Rates are recent: seconds per step and documents per second (real
-    documents, not padding) over the steps since the previous line, validation excluded.
-    ETA = remaining steps x seconds per step + remaining validations x the last validation's
-    seconds + the final test pass (that validation's seconds scaled by the test/validation
-    document ratio); before the first validation, validations count 0; once patience has
-    stopped the run, only the test pass is left. With ``patience`` the ETA is an upper bound.
+    process's second step: the first one warms up) and after every validation. Rates are
+    recent: seconds per step and documents per second (real documents, not padding) over the
+    steps since the previous line, validation excluded. ETA = remaining steps x seconds per
+    step + remaining validations x the last validation's seconds + the final test pass (that
+    validation's seconds scaled by the test/validation document ratio); before the first
+    validation, validations count 0 (the line says so); once patience has stopped the run,
+    only the test pass is left. With ``patience`` the ETA is an upper bound.
     """
 
     def __init__(self, f: Fit, state: TrainState, *, quiet: bool, run_dir: Path | None) -> None:
@@ -336,6 +337,8 @@ class _Progress:
         vali_s = self.vali_s or 0.0
         eta = None if (self.unit_s is None and left) else (
             left * (self.unit_s or 0.0) + validations * vali_s + self.test_ratio * vali_s)
+        if self.vali_s is None:
+            extra = "ETA without validation and test passes (not timed yet)"
         self.reporter.emit(
             unit_s=self.unit_s, extra=extra, done=state.step, total=self.budget.total_steps, epoch=epoch,
             epochs=self.budget.n_epochs, elapsed_s=self.elapsed_before + (time.perf_counter() - self.t0),

@@ -21,8 +21,9 @@ The record (one JSON object)::
 
 ``started`` is when this process started the run (a resumed run restarts it), ``elapsed_s``
 counts every process segment of the run; ``epoch`` is the 1-based epoch being trained or just
-validated (null for GBDT); ``eta_s`` is null until a rate is measured; ``eta_is_upper_bound``
-is true when early stopping may end the run sooner; ``best_at`` is the epoch (neural) or the
+validated (null for GBDT); ``eta_s`` is null until a rate is measured, and for a neural run
+leaves out the validation and test passes until the first validation has been timed (its
+line says so); ``eta_is_upper_bound`` is true when early stopping may end the run sooner; ``best_at`` is the epoch (neural) or the
 1-based round (GBDT) of the best validation value. The trainers' bookkeeping (what is recent,
 what is left) lives with them (:mod:`bench.training.loop`, :mod:`bench.training.gbdt`);
 :class:`Reporter` is what both share: when a line is due, the line, the file. Nothing here

@@ -119,6 +119,7 @@ def test_neural_lines_and_record_every_step_then_removed(prepared, tmp_path, rec
     assert all(r["docs_per_s"] > 0 and r["eta_is_upper_bound"] is False for r in records)
     assert re.search(r"step 7/18 \(38.9%\), epoch 2/3, [\d.]+ s/step, [\d,]+ docs/s, elapsed \S+, ETA \S+, "
                      r"vali ndcg@10 [\d.]+ \(best [\d.]+ @ epoch 1\)$", lines[6]), lines[6]
+    assert ["not timed yet" in ln for ln in lines] == [True] * 5 + [False] * 15  # until validation is timed
     validated = [r for r, ln in zip(records, lines) if "loss" in ln]
     assert [r["done"] for r in validated] == [6, 12, 18] and [r["epoch"] for r in validated] == [1, 2, 3]
     etas = [r["eta_s"] for r in validated]

@@ -105,11 +105,11 @@ def _ratio(measured: float | None, projected: float | None) -> float | None:
 
 
 def report_scale(args: argparse.Namespace) -> SuiteResult:
+    from bench.config.validate import load_config
     from bench.costs import sizing
-    from bench.costs.cli import read_config
 
     plan = json.loads(Path(args.plan).read_text(encoding="utf-8"))
-    config = read_config(args.configfile, [])
+    config = load_config(*args.configfile)
     logs = [Path(p) for p in args.job_log] if args.job_log else sorted(Path("results/logs").glob("job-server*.log"))
     records = job_server_records(logs)
     rows, targets, missed = [], [], []

@@ -101,12 +101,19 @@ def preload() -> None:
         importlib.import_module(name)
 
 
-def _set_torch_threads() -> None:
-    """torch's intra-op threads from OMP_NUM_THREADS (set by :func:`measure`), as a job's."""
+_threads: list[int] = []  # the compute threads of the measurement under way (set by :func:`measure`)
+
+
+def _set_threads() -> None:
+    """In a child: the job's compute threads (environment for the libraries, torch's own)."""
     import sys
 
-    if "torch" in sys.modules and os.environ.get("OMP_NUM_THREADS"):
-        sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    if not _threads:
+        return
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = str(_threads[-1])
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(_threads[-1])
 
 
 def in_child(fn: Callable[[], dict[str, Any]], *, timeout: float = 3600.0) -> dict[str, Any]:
@@ -119,7 +126,7 @@ def in_child(fn: Callable[[], dict[str, Any]], *, timeout: float = 3600.0) -> di
         os.dup2(quiet, 1)
         os.dup2(quiet, 2)
         try:
-            _set_torch_threads()
+            _set_threads()
             payload = {"ok": fn()}
         except BaseException:  # noqa: BLE001 - reported to the parent, which raises it
             payload = {"error": traceback.format_exc()}
@@ -540,9 +547,11 @@ SINGLE_CHILD = ("neural_step", "neural_eval")
 
 def measure(kind: str, spec: dict[str, Any], *, device: str, threads: int) -> dict[str, Any]:
     """Run measurement ``kind`` on ``spec`` with ``threads`` compute threads on ``device``."""
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[var] = str(threads)
     fn = MEASURES[kind]
-    if kind in SINGLE_CHILD:
-        return in_child(lambda: fn(spec, device))
-    return fn({**spec, "threads": threads}, device)
+    _threads.append(int(threads))  # read by the children; this process's environment is left alone
+    try:
+        if kind in SINGLE_CHILD:
+            return in_child(lambda: fn(spec, device))
+        return fn({**spec, "threads": threads}, device)
+    finally:
+        _threads.pop()

@@ -143,3 +143,54 @@ def _first_running_job(log_path: Path, timeout: float = 300) -> str:
                 return out[0]
         time.sleep(0.5)
     raise AssertionError(f"no job of the run started within {timeout} s: {log_path.read_text()[-3000:]}")
+
+
+SCALE = ["--configfile", "config/paper.yaml", "config/scale.yaml"]
+SCALE_TABLES = ("pirank_table1", "neuralndcg_table3")
+
+
+def _scale_tables(root: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for t in SCALE_TABLES for p in sorted((root / "reports" / "tables").glob(f"{t}.*"))}
+
+
+def _mb(text: str) -> float:
+    m = re.match(r"([\d.]+)([KMGT]?)", text)
+    return 0.0 if not m else float(m.group(1)) * {"": 2**-20, "K": 2**-10, "M": 1.0, "G": 2**10, "T": 2**20}[m.group(2)]
+
+
+def test_the_scale_profile_through_the_cluster(cluster, tmp_path):
+    """The paper study's code paths at MSLR size (config/scale.yaml) through the profile as shipped:
+    every job sized from the calibration of this node (``ltr-bench plan``), COMPLETED in sacct,
+    none over its memory or time request, tables equal to a local run (about 12 minutes)."""
+    local = copy_checkout(tmp_path / "local")
+    subprocess.run(["ltr-bench", "plan", "all", *SCALE, "--json", "plan.json"], cwd=local, env=ENV, check=True,
+                   capture_output=True, timeout=900)
+    _snakemake(local, "--cores", "2", "all", *SCALE)
+    expected = _scale_tables(local)
+    assert len(expected) == 6
+
+    shipped = copy_checkout(tmp_path / "cluster")  # this node is the cluster's node: same calibration
+    shutil.copytree(local / "results" / "calibration", shipped / "results" / "calibration")
+    log = _snakemake(shipped, "--profile", "workflows/profiles/slurm", "all", *SCALE)
+    run_id = re.search(r"SLURM run ID: (\S+)", log).group(1)
+    submitted = set(re.findall(r"submitted with SLURM jobid (\d+)", log))
+    fields = "JobID,JobName,Comment,State,MaxRSS,ReqMem,Elapsed,TimelimitRaw,ElapsedRaw"
+    for _ in range(40):  # slurmdbd may lag the controller
+        out = subprocess.run(["sacct", "-n", "-P", "--name", run_id, "-S", "now-1days", "-o", fields],
+                             capture_output=True, text=True, check=True).stdout
+        jobs = [line.split("|") for line in out.splitlines() if line and "." not in line.split("|")[0]]
+        if {j[0] for j in jobs} >= submitted and all(j[3] == "COMPLETED" for j in jobs):
+            break
+        time.sleep(0.5)
+    (tmp_path / "sacct.txt").write_text(out)
+    steps: dict[str, float] = {}
+    for line in out.splitlines():
+        parts = line.split("|")
+        if "." in parts[0] and parts[4]:
+            steps[parts[0].split(".")[0]] = max(steps.get(parts[0].split(".")[0], 0.0), _mb(parts[4]))
+    assert {j[0] for j in jobs} == submitted and all(j[3] == "COMPLETED" for j in jobs), out
+    for job_id, _, comment, _, _, req_mem, _, limit_min, elapsed_s in jobs:
+        assert steps.get(job_id, 0.0) <= _mb(req_mem), (comment, steps.get(job_id), req_mem)
+        assert int(elapsed_s) <= 60 * int(limit_min), (comment, elapsed_s, limit_min)
+    assert "rule_train" in out and "rule_gbdt" in out and "rule_prepare" in out
+    assert _scale_tables(shipped) == expected

@@ -144,10 +144,15 @@ def render(planned: list[PlannedJob], calibration: Calibration, *, title: str) -
                          f"({pr.work}{'; ' + pr.note if pr.note else ''})")
     unsized: dict[str, int] = {}
     for p in planned:
-        if p.projection is not None and p.projection.unsized:
-            unsized[f"{p.job.rule}: {p.projection.unsized}"] = unsized.get(f"{p.job.rule}: {p.projection.unsized}", 0) + 1
+        pr = p.projection
+        reason = None if pr is None else pr.unsized or ("measurements missing (without --no-calibrate they "
+                                                         "are taken)" if pr.missing else None)
+        if reason:
+            unsized[f"{p.job.rule}: {reason}"] = unsized.get(f"{p.job.rule}: {reason}", 0) + 1
     if unsized:
-        lines += ["", "not projected:"] + [f"  {n:>5,} x {reason}" for reason, n in sorted(unsized.items())]
+        lines += ["", "not projected (on a cluster these jobs get the default profile's static sizes; "
+                  "run ltr-bench plan again once their folds are prepared):"]
+        lines += [f"  {n:>5,} x {reason}" for reason, n in sorted(unsized.items())]
     return "\n".join(lines) + "\n"
 
 

@@ -11,18 +11,22 @@ find_calibration`) and asks for::
 
 ``MEM_MARGIN`` (1.4) covers what a projection misses in the memory of a job: measured peaks
 were 0.78-1.22x their projections on the scale profile (``reports/perf/scale.md``), so a
-request lies between the peak and twice it; ``TIME_MARGIN`` (2)
-covers the spread of step times on a shared node and a run that validates slower than
-calibrated. A retry (the SLURM profile's ``retries``) asks ``attempt`` times as much, so a job
+request lies between the peak and twice it; ``TIME_MARGIN`` (2.5)
+covers the spread of step times on a shared node (jobs side by side on the 2-core reference
+node took up to 1.8x their projection, measured alone) and a run that validates slower than
+calibrated; ``MIN_MINUTES`` (10) covers a job's start-up and a busy filesystem. A retry (the
+SLURM profile's ``retries``) asks ``attempt`` times as much, so a job
 killed for its memory or time gets a second chance.
 
-Without a projection (no calibration of that device yet, a job the calibration has not seen,
-or a job no cost model covers: SinkProp's own protocol), a job gets the static sizes of its
-study profile (:data:`bench.cluster.SIZES`, the default profile's seconds-long jobs); a cluster
-run of a profile without static sizes stops before submitting it, with the command that
-measures it; a local run (``--cores``, which requests nothing) shows the default profile's
-sizes. A fold whose shape is unknown until prepared is known by the time its jobs are sized:
-Snakemake sizes a job again once its inputs exist.
+A cluster run of a profile without static sizes (:data:`bench.cluster.SIZES`: only the default
+profile's seconds-long jobs have them) stops before submitting anything when the device its
+jobs run on has no calibration at all, with the command that takes it (``ltr-bench plan``).
+A job the calibration cannot project -- a fold whose shape is unknown until prepared (LETOR,
+Yahoo! Set 2, MSLR-WEB10K, Istella-S: no published split sizes), SinkProp's own protocol, a
+method added since the plan -- gets the default profile's static sizes (a few GB, minutes:
+what such LETOR-size data needs; a retry doubles them), and ``ltr-bench plan`` lists it under
+"not projected"; run ``ltr-bench plan`` again once those folds are prepared to project them. A
+local run (``--cores``) requests nothing and never stops here.
 """
 
 from __future__ import annotations
@@ -38,15 +42,15 @@ from bench.costs.model import Context, Projection, project
 from bench.errors import ConfigError
 
 MEM_MARGIN = 1.4
-TIME_MARGIN = 2.0
-MIN_MINUTES = 5
+TIME_MARGIN = 2.5
+MIN_MINUTES = 10
 
 #: rule -> (its main output, the wildcards it has), to rebuild a Job from a rule's wildcards
 OUTPUTS = {"train": plan.RUN, "gbdt": plan.RUN, "linear": plan.RUN, "prepare": plan.PREPARED,
            "evaluate": plan.EVALUATED, "stats": plan.STATS}
 
-#: a local run requests nothing; its jobs show this profile's static sizes in `snakemake -n`
-LOCAL_PLACEHOLDER = "default"
+#: the static sizes of a job without a projection (see the module docstring)
+FALLBACK_PROFILE = "default"
 
 _contexts: dict[tuple[str, int, int], Context] = {}
 
@@ -97,9 +101,9 @@ def request(config: dict[str, Any], rule: str, wildcards: dict[str, Any], attemp
         minutes = math.ceil(max(MIN_MINUTES, TIME_MARGIN * proj.seconds / 60))
         return {"mem_mb": mem_mb * attempt, "runtime": minutes * attempt}
     static = uncalibrated_size(config["profile"], rule)
-    if static is None and strict:
+    if static is None and strict and calibration is None:
         raise NotCalibrated(_not_calibrated(config, rule, wildcards, calibration, proj))
-    mem_mb, minutes = static or uncalibrated_size(LOCAL_PLACEHOLDER, rule)
+    mem_mb, minutes = static or uncalibrated_size(FALLBACK_PROFILE, rule)
     return {"mem_mb": mem_mb * attempt, "runtime": minutes * attempt}
 
 

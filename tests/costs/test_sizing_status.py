@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from bench import cluster
 from bench.config import plan
 from bench.config.jobs import Job
 from bench.config.validate import load_config
@@ -81,10 +82,11 @@ def test_requests_follow_the_projection_with_margins_and_attempts(tmp_path, monk
     assert first["mem_mb"] == math.ceil(sizing.MEM_MARGIN * proj.host_bytes / 2**20)
     assert first["runtime"] == math.ceil(max(sizing.MIN_MINUTES, sizing.TIME_MARGIN * proj.seconds / 60))
     assert sizing.request(config, "train", w, 2, strict=True) == {k: 2 * v for k, v in first.items()}
-    # a job the calibration has not seen (another seed count changes nothing; another method does)
+    # a job the calibration cannot project gets the default profile's static sizes
     w2 = {**w, "method": "lambdarank_k10"}
-    with pytest.raises(sizing.NotCalibrated, match="lacks measurements"):
-        sizing.request(config, "train", w2, 1, strict=True)
+    assert sizing.projection(config, "train", w2)[0].missing
+    assert sizing.request(config, "train", w2, 1, strict=True) == dict(zip(("mem_mb", "runtime"),
+                                                                           cluster.SIZES["default"]["train"]))
 
 
 def _job(method: str) -> Job:

@@ -192,5 +192,8 @@ def test_the_scale_profile_through_the_cluster(cluster, tmp_path):
     for job_id, _, comment, _, _, req_mem, _, limit_min, elapsed_s in jobs:
         assert steps.get(job_id, 0.0) <= _mb(req_mem), (comment, steps.get(job_id), req_mem)
         assert int(elapsed_s) <= 60 * int(limit_min), (comment, elapsed_s, limit_min)
-    assert "rule_train" in out and "rule_gbdt" in out and "rule_prepare" in out
+    # prepare, 4 training runs, XGBoost, and one group job of evaluate -> stats -> table per table
+    assert len(jobs) == 8, out
+    served = " ".join(p.read_text() for p in (shipped / "results" / "logs").glob("job-server-slurm*.log"))
+    assert all(f"ltr-bench {cmd} " in served for cmd in ("prepare", "train", "gbdt", "evaluate", "stats", "table"))
     assert _scale_tables(shipped) == expected

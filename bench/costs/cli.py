@@ -108,7 +108,12 @@ def _add_config_arguments(p) -> None:
 def register_cli(subparsers) -> None:
     """Add ``ltr-bench plan`` and ``ltr-bench status``."""
     p = subparsers.add_parser("plan", help="a study's cost before launch: runs, device-hours, peak memory per job",
-                              description=__doc__.split("\n\n")[2])
+                              description="Print, per target and in total, the runs, optimiser steps, GBDT "
+                              "rounds, projected device-hours and the largest per-job peak memory; the longest "
+                              "and largest jobs; what cannot be projected and why. Projections come from "
+                              "measurements on this machine's device, cached in results/calibration/ (missing "
+                              "ones are measured first). --calibration FILE projects with another machine's "
+                              "measurements, e.g. a GPU node's.")
     _add_config_arguments(p)
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default=None,
                    help="device to calibrate and project for (default: the config's `device`)")

@@ -280,11 +280,6 @@ def _prepare_spec(ctx: Context, job: Job, shape: FoldShape) -> dict[str, Any]:
     return {"synthetic": synthetic, "options": spec.get("options") or {}}
 
 
-def _prepare(ctx: Context, job: Job) -> Projection:
-    """Rule ``prepare``; the fold's expected shape (its own output does not exist yet)."""
-    return _sized("prepare", _prepare_spec, "parse/generate, normalise, write", maps_fold=False)(ctx, job)
-
-
 def stats(ctx: Context, job: Job) -> Projection:
     """Rule ``stats``: the table's statistics measured at its size (methods x seeds x the test
     queries of every dataset and fold it pools)."""
@@ -329,7 +324,8 @@ COST_MODELS: dict[str, Callable[[Context, Job], Projection]] = {
     "gbdt": gbdt,
     "linear": _sized("linear", _linear_spec, "least squares, ridge grid", maps_fold=True),
     "evaluate": _sized("evaluate", _evaluate_spec, "per-query metrics", maps_fold=False),
-    "prepare": _prepare,
+    # prepare projects from the fold's expected shape (its own output does not exist yet)
+    "prepare": _sized("prepare", _prepare_spec, "parse/generate, normalise, write", maps_fold=False),
     "stats": stats,
     **dict.fromkeys(("table", "figure", "freeze_dataset", "check_frozen", "compare_table", "loss_curves"), process),
 }

@@ -50,6 +50,8 @@ def add_scale_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--job-log", nargs="+", default=None,
                    help="job server logs (default: results/logs/job-server*.log)")
     p.add_argument("--sacct", default=None, help="sacct output of a cluster run of the same study")
+    p.add_argument("--slurm-logs", default="results/logs",
+                   help="the cluster run's results/logs (its job-server-slurm<jobid>.log files name each job's commands)")
     p.add_argument("--paper-plan", default=None, help="ltr-bench plan --json of the full paper study")
     p.add_argument("--out", default="reports/perf/scale.md")
 
@@ -181,25 +183,35 @@ def _markdown(plan: dict[str, Any], rows: list[list[str]], missed: list[str], ta
     if missed:
         lines += ["", "## Missed", "", *(f"- {m}" for m in missed)]
     if args.sacct:
-        lines += ["", "## The same study through SLURM (sacct)", "", *_sacct_section(Path(args.sacct))]
+        lines += ["", "## The same study through SLURM (sacct)", "", *_sacct_section(Path(args.sacct),
+                                                                                    Path(args.slurm_logs))]
     if args.paper_plan:
         lines += ["", "## The paper study's projected cost on this device", "", *_paper_section(Path(args.paper_plan))]
     return "\n".join(lines + targets_section(targets)) + "\n"
 
 
-def _sacct_section(path: Path) -> list[str]:
-    rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        parts = line.split("|")
-        if len(parts) >= 8 and "." not in parts[0]:
-            rows.append([parts[0], parts[2][:70], parts[3], parts[5], parts[6], parts[7]])
-    steps = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        parts = line.split("|")
-        if len(parts) >= 5 and "." in parts[0] and parts[4]:
+def _sacct_section(path: Path, logs: Path) -> list[str]:
+    """One row per SLURM job: what it ran (from its job server's log), state, request, the
+    largest step's MaxRSS (PSS on the local cluster), elapsed time and limit."""
+    lines = [line.split("|") for line in path.read_text(encoding="utf-8").splitlines() if line.count("|") >= 8]
+    steps: dict[str, float] = {}
+    for parts in lines:
+        if "." in parts[0] and parts[4]:
             steps[parts[0].split(".")[0]] = max(steps.get(parts[0].split(".")[0], 0.0), _mb(parts[4]))
-    rows = [r[:4] + [_num(steps.get(r[0]), ".0f")] + r[4:] for r in rows]
-    return [md_table(["job", "rule and wildcards", "state", "requested", "MaxRSS MB (largest step)", "elapsed",
+    rows = []
+    for parts in lines:
+        if "." in parts[0]:
+            continue
+        log = logs / f"job-server-slurm{parts[0]}.log"
+        # a job the server ran, or one it told to run itself (PYTHONPATH names another checkout)
+        ran = re.findall(r"(?:pid \d+|not served \(.*?\)): ltr-bench (\S+)", log.read_text(encoding="utf-8")) \
+            if log.exists() else []
+        rows.append([parts[0], " + ".join(ran) or "?", parts[3], parts[5], _num(steps.get(parts[0]), ".0f"),
+                     parts[6], parts[7]])
+    return ["Each job as the scheduler accounted it: the memory it asked for (from its projection), the "
+            "largest MaxRSS of its steps (on the local cluster of scripts/slurm-local.sh the sum of the job's "
+            "processes' proportional set sizes) and its time limit.", "",
+            md_table(["SLURM job", "commands", "state", "requested", "MaxRSS MB (largest step)", "elapsed",
                       "time limit (min)"], rows)]
 
 

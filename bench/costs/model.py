@@ -18,11 +18,9 @@ splits (cut to ``test_list_size``), ``P`` model parameters::
 
 ``data`` is the ``neural_data`` measurement at two sizes of the fold, fitted ``a + b N``: the
 process itself, the memory-mapped fold read whole, the split tensors, evaluation and training
-lists, the whole fold read. A CPU run maps only the training pages it reads (the features are
-advised for random access, :func:`bench.data.prepared.advise_random_access`): one shorter than
-an epoch, ``S * batch_size < Q`` lists, leaves ``1 - 2 S * batch_size / Q`` of the training
-features unmapped (2: the kernel's fault-around maps the cached pages next to each read,
-:data:`FAULT_AROUND`), and that is subtracted. ``2 * 4P``: the float32 weights and the copy of the best epoch's weights;
+lists. The whole fold counts even for a run of a few steps: the kernel reads ahead around
+every page a batch touches (``read_ahead_kb``, 8 MB on the reference machine), so a few
+hundred random lists map most of the training file. ``2 * 4P``: the float32 weights and the copy of the best epoch's weights;
 ``step.work`` is measured beyond the weights (gradients, Adam's two moments, activations);
 during validation the gradients and moments (``3 * 4P``) are still held.
 
@@ -208,27 +206,11 @@ def neural(ctx: Context, job: Job) -> Projection:
     eval_docs = budget.n_epochs * va.docs_cut(tls) + te.docs_cut(tls)
     proj.seconds = line(data["sizes"], data["seconds"], n) + steps * step["step_s"] + eval_docs / ev["docs_per_s"]
     weights = FLOAT_BYTES * step["n_params"]
-    proj.host_bytes = int(peak_fit(data, shape, maps_fold=True) - _unread(ctx, shape, steps * train["batch_size"])
-                          + 2 * weights
+    proj.host_bytes = int(peak_fit(data, shape, maps_fold=True) + 2 * weights
                           + max(step["work_bytes"], ev["work_bytes"] + 3 * weights))
     if step.get("device_work_bytes") is not None:
         proj.gpu_bytes = int(shape.nbytes + 2 * weights + step["device_work_bytes"])
     return proj
-
-
-#: a read of a memory-mapped page maps the cached pages around it too (the kernel's fault-around,
-#: 64 KB: about one MSLR query's documents), so a query read maps about twice its own bytes
-FAULT_AROUND = 2.0
-
-
-def _unread(ctx: Context, shape: FoldShape, lists_read: int) -> float:
-    """Bytes of training features a CPU run never maps (:func:`bench.data.prepared.advise_random_access`:
-    it maps what it reads): the queries its ``lists_read`` lists do not reach, none after an epoch."""
-    if ctx.device != "cpu":
-        return 0.0  # the features are copied to the GPU: every page is read once
-    tr = shape.splits["train"]
-    read = min(1.0, FAULT_AROUND * lists_read / max(tr.n_queries, 1))
-    return (1.0 - read) * tr.n_docs * shape.n_features * 4
 
 
 def gbdt(ctx: Context, job: Job) -> Projection:

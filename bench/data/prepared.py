@@ -18,8 +18,7 @@ import numpy as np
 
 from bench.atomic import atomic_path
 
-__all__ = ["ARRAYS", "FORMAT_VERSION", "SPLITS", "PreparedFold", "Split", "advise_random_access", "load_prepared",
-           "save_prepared"]
+__all__ = ["ARRAYS", "FORMAT_VERSION", "SPLITS", "PreparedFold", "Split", "load_prepared", "save_prepared"]
 
 FORMAT_VERSION = 1
 SPLITS = ("train", "vali", "test")
@@ -126,29 +125,3 @@ def save_prepared(path: str | os.PathLike, splits: dict, meta: dict) -> None:
 def fingerprint(splits: dict) -> str:
     """The fingerprint ``meta.json`` records for ``splits`` (split -> array name -> array)."""
     return _fingerprint(splits)
-
-
-def advise_random_access(array: np.ndarray) -> bool:
-    """Tell the kernel a memory-mapped array is read at random (``madvise(MADV_RANDOM)``).
-
-    Training gathers lists of random queries from the training features. Without the advice,
-    every page fault on the mapping reads ahead (``read_ahead_kb``: 8 MB on the reference
-    machine) and maps what it read, so a few hundred batches make most of the file resident
-    and a run's peak memory depends on the kernel's read-ahead state (1.0-1.9 GB of a 2.1 GB
-    fold, same run, measured). With it, a run maps the pages it reads: all of them after an
-    epoch, fewer in a shorter run (``bench.costs.model`` counts them). The values read are the
-    same. Returns whether the advice was given (False: not a file mapping, or not Linux).
-    """
-    import ctypes
-    import mmap
-
-    if not isinstance(array, np.memmap) or not hasattr(mmap, "MADV_RANDOM") or array.nbytes == 0:
-        return False
-    page = mmap.PAGESIZE
-    start = array.ctypes.data // page * page
-    length = array.ctypes.data + array.nbytes - start
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.madvise(ctypes.c_void_p(start), ctypes.c_size_t(length), mmap.MADV_RANDOM) == 0
-    except (OSError, AttributeError):
-        return False

@@ -33,7 +33,6 @@ import pandas as pd
 import torch
 from torch import Tensor, nn
 
-from bench.data.prepared import advise_random_access
 from bench.errors import TrainingDiverged
 from bench.models import build_model
 from bench.seeds import derive_seed
@@ -85,8 +84,6 @@ def setup(cfg: dict[str, Any], loss_call: LossCall, prepared, parts: tuple, devi
     tc = cfg["train"]
     n_bytes = sum(int(prepared.splits[s].features.nbytes) for s in ("train", "vali", "test"))
     store = feature_store(device, n_bytes, log)
-    if store.type == "cpu":  # batches read random queries: map what they read, no read-ahead
-        advise_random_access(prepared.splits["train"].features)
     splits = {s: split_to_tensors(prepared.splits[s], store) for s in ("train", "vali", "test")}
     lengths = splits["train"].offsets_np[1:] - splits["train"].offsets_np[:-1]
     list_size = tc["list_size"] or max(int(lengths.max()), 1)

@@ -289,15 +289,3 @@ def test_cli_prepare(tmp_path, capsys):
                      "--prepared-dir", str(tmp_path / "prepared")]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("synthetic"))
     assert "prepared" in line
-
-
-def test_random_access_advice_only_for_file_mappings(tmp_path):
-    import sys
-
-    from bench.data.prepared import advise_random_access
-
-    np.save(tmp_path / "a.npy", np.arange(100_000, dtype=np.float32))
-    mapped = np.load(tmp_path / "a.npy", mmap_mode="r")
-    assert advise_random_access(mapped) is sys.platform.startswith("linux")
-    assert float(mapped[12_345]) == 12_345.0  # values unchanged
-    assert advise_random_access(np.zeros(10)) is False

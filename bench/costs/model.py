@@ -18,9 +18,10 @@ splits (cut to ``test_list_size``), ``P`` model parameters::
 
 ``data`` is the ``neural_data`` measurement at two sizes of the fold, fitted ``a + b N``: the
 process itself, the memory-mapped fold read whole, the split tensors, evaluation and training
-lists. The whole fold counts even for a run of a few steps: the kernel reads ahead around
-every page a batch touches (``read_ahead_kb``, 8 MB on the reference machine), so a few
-hundred random lists map most of the training file. ``2 * 4P``: the float32 weights and the copy of the best epoch's weights;
+lists. The whole fold counts even for a run of a few steps: with the fold in the page cache
+the kernel maps whole cached folios around every page a batch reads (1,000 random rows mapped
+850 MB of the 1.2 GB MSLR-sized training file, with or without ``madvise(MADV_RANDOM)``), so a
+few hundred random lists map most of it. ``2 * 4P``: the float32 weights and the copy of the best epoch's weights;
 ``step.work`` is measured beyond the weights (gradients, Adam's two moments, activations);
 during validation the gradients and moments (``3 * 4P``) are still held.
 

@@ -17,11 +17,14 @@ splits (cut to ``test_list_size``), ``P`` model parameters::
     host peak = data.peak(N) + 2 * 4P + max(step.work, eval.work + 3 * 4P)
 
 ``data`` is the ``neural_data`` measurement at two sizes of the fold, fitted ``a + b N``: the
-process itself, the memory-mapped fold read whole, the split tensors, evaluation and training
-lists. The whole fold counts even for a run of a few steps: with the fold in the page cache
-the kernel maps whole cached folios around every page a batch reads (1,000 random rows mapped
-850 MB of the 1.2 GB MSLR-sized training file, with or without ``madvise(MADV_RANDOM)``), so a
-few hundred random lists map most of it. ``2 * 4P``: the float32 weights and the copy of the best epoch's weights;
+process itself, the memory-mapped splits, the split tensors, evaluation and training lists. The
+mapped part is exact, :attr:`~bench.data.shapes.FoldShape.run_mapped_bytes`: the training and
+validation splits read whole while the run trains, then the validation and test splits once
+it has released the training split's pages to score the test split. A split counts whole even
+for a run of a few steps: with the fold in the page cache the kernel maps whole cached folios
+around every page a batch reads (1,000 random rows mapped 850 MB of the 1.2 GB MSLR-sized
+training file, with or without ``madvise(MADV_RANDOM)``), so a few hundred random lists map
+most of it. ``2 * 4P``: the float32 weights and the copy of the best epoch's weights;
 ``step.work`` is measured beyond the weights (gradients, Adam's two moments, activations);
 during validation the gradients and moments (``3 * 4P``) are still held.
 
@@ -46,6 +49,9 @@ from bench.costs.calibration import Calibration, entry_key
 from bench.data.shapes import FoldShape, SplitShape, fold_shape
 
 FLOAT_BYTES = 4  # float32 weights, gradients and Adam moments
+#: part of the ``neural_data`` spec: what a run holds mapped at its peak (a cached measurement
+#: taken when runs held the whole fold has another key and is measured again)
+NEURAL_PAGES = "train+vali, then vali+test"
 
 
 @dataclass
@@ -123,14 +129,15 @@ def line(xs: list[float], ys: list[float], x: float) -> float:
     return float(max(0.0, y1 + slope * (x - x1)))
 
 
-def peak_fit(m: dict[str, Any], shape: FoldShape, *, maps_fold: bool) -> float:
-    """A measured peak at the planned fold. A job that reads its whole fold (``maps_fold``) holds
-    the fold's pages: that part is exact (the fold's bytes), and only the rest, the process and
+def peak_fit(m: dict[str, Any], shape: FoldShape, *, mapped: int | None) -> float:
+    """A measured peak at the planned fold. A job that reads its fold holds the fold's pages it
+    has mapped at its peak (``mapped`` bytes of the planned fold; each measurement's
+    ``fold_bytes`` the same at its size): that part is exact, and only the rest, the process and
     the job's own memory, is fitted ``a + b N`` (a line through two noisy peaks a few hundred MB
-    apart would swing the fold's 2 GB by +-20 %)."""
-    if maps_fold and m.get("fold_bytes") and None not in m["fold_bytes"]:
+    apart would swing the fold's 2 GB by +-20 %). ``mapped`` None: the whole peak is fitted."""
+    if mapped is not None and m.get("fold_bytes") and None not in m["fold_bytes"]:
         rest = [p - f for p, f in zip(m["peak_bytes"], m["fold_bytes"])]
-        return shape.nbytes + line(m["sizes"], rest, shape.n_docs)
+        return mapped + line(m["sizes"], rest, shape.n_docs)
     return line(m["sizes"], m["peak_bytes"], shape.n_docs)
 
 
@@ -198,7 +205,7 @@ def neural(ctx: Context, job: Job) -> Projection:
     ev = need("neural_eval", {**common, "width": width, "eval_batch_size": train["eval_batch_size"],
                               "metrics": vali_names})
     data = need("neural_data", {"shape": shape_spec(shape), "list_size": train["list_size"], "test_list_size": tls,
-                                "eval_batch_size": train["eval_batch_size"]})
+                                "eval_batch_size": train["eval_batch_size"], "pages": NEURAL_PAGES})
     proj.work, proj.steps = f"{steps:,} steps, {budget.n_epochs:,} validations", steps
     proj.bound = proj.bound or train["patience"] is not None
     if step is None or ev is None or data is None:
@@ -207,7 +214,7 @@ def neural(ctx: Context, job: Job) -> Projection:
     eval_docs = budget.n_epochs * va.docs_cut(tls) + te.docs_cut(tls)
     proj.seconds = line(data["sizes"], data["seconds"], n) + steps * step["step_s"] + eval_docs / ev["docs_per_s"]
     weights = FLOAT_BYTES * step["n_params"]
-    proj.host_bytes = int(peak_fit(data, shape, maps_fold=True) + 2 * weights
+    proj.host_bytes = int(peak_fit(data, shape, mapped=shape.run_mapped_bytes) + 2 * weights
                           + max(step["work_bytes"], ev["work_bytes"] + 3 * weights))
     if step.get("device_work_bytes") is not None:
         proj.gpu_bytes = int(shape.nbytes + 2 * weights + step["device_work_bytes"])
@@ -240,7 +247,8 @@ def gbdt(ctx: Context, job: Job) -> Projection:
         peak.append(max(p["peak_bytes"] for p in pts))
         mapped.append(pts[-1].get("fold_bytes"))
     proj.seconds = line(sizes, fixed, n) + rounds * line(sizes, per_round, n)
-    proj.host_bytes = int(peak_fit({"sizes": sizes, "peak_bytes": peak, "fold_bytes": mapped}, shape, maps_fold=True))
+    proj.host_bytes = int(peak_fit({"sizes": sizes, "peak_bytes": peak, "fold_bytes": mapped}, shape,
+                                   mapped=shape.nbytes))
     return proj
 
 
@@ -257,7 +265,7 @@ def _sized(kind: str, spec_of: Callable[[Context, Job, FoldShape], dict[str, Any
         m = _Need(ctx, proj)(kind, {**spec_of(ctx, job, shape), "shape": shape_spec(shape)})
         if m is not None:
             proj.seconds = line(m["sizes"], m["seconds"], shape.n_docs)
-            proj.host_bytes = int(peak_fit(m, shape, maps_fold=maps_fold))
+            proj.host_bytes = int(peak_fit(m, shape, mapped=shape.nbytes if maps_fold else None))
         return proj
 
     return project
@@ -306,13 +314,17 @@ def stats(ctx: Context, job: Job) -> Projection:
 #: a summarising step (table, figure, freeze, compare) on top of the process it starts as:
 #: measured 1.10x on the scale profile (reports/perf/scale.md); they read computed tables only
 SUMMARY_OVER_PROCESS = 1.25
+#: the spec of the ``process`` measurement, which cluster requests read too
+#: (:func:`bench.costs.sizing.request`); it names ``step_bytes`` so that an entry measured
+#: before that field existed has another key and is measured again
+PROCESS_SPEC: dict[str, Any] = {"fields": ["peak_bytes", "step_bytes"]}
 
 
 def process(ctx: Context, job: Job) -> Projection:
     """Summarising rules (tables, figures, freeze, compare): the process a job starts as
     (measured) x :data:`SUMMARY_OVER_PROCESS`; their time is seconds and not projected."""
     proj = Projection(work="summary")
-    m = _Need(ctx, proj)("process", {})
+    m = _Need(ctx, proj)("process", PROCESS_SPEC)
     if m is not None:
         proj.host_bytes = int(SUMMARY_OVER_PROCESS * m["peak_bytes"])
         proj.seconds = 0.0

@@ -6,7 +6,7 @@ its fold -- exact once the fold is prepared, which Snakemake re-evaluates before
 a job --, and the calibration of the device it runs on, :func:`bench.costs.calibration.
 find_calibration`) and asks for::
 
-    mem_mb  = ceil(MEM_MARGIN * projected peak)                  x attempt
+    mem_mb  = ceil(MEM_MARGIN * projected peak [+ step])         x attempt
     runtime = ceil(max(MIN_MINUTES, TIME_MARGIN * projected s))  x attempt   (minutes)
 
 ``MEM_MARGIN`` (1.4) covers what a projection misses in the memory of a job: measured peaks
@@ -14,7 +14,11 @@ were 0.78-1.22x their projections on the scale profile (``reports/perf/scale.md`
 request lies between the peak and twice it; ``TIME_MARGIN`` (2.5)
 covers the spread of step times on a shared node (jobs side by side on the 2-core reference
 node took up to 1.8x their projection, measured alone) and a run that validates slower than
-calibrated; ``MIN_MINUTES`` (10) covers a job's start-up and a busy filesystem. A retry (the
+calibrated; ``MIN_MINUTES`` (10) covers a job's start-up and a busy filesystem. On a cluster (``strict``) the request adds
+``step``, what the job's SLURM step holds besides the job -- the Snakemake process that runs it
+there and the job server's own pages (measured, ``process`` in :mod:`bench.perf.calibrate`;
+about 0.3 GB): the scheduler accounts the whole step, and a summarising job of 0.45 GB was
+killed for it. A retry (the
 SLURM profile's ``retries``) asks ``attempt`` times as much, so a job
 killed for its memory or time gets a second chance.
 
@@ -38,7 +42,7 @@ from bench.cluster import GPU_RULES, uncalibrated_size
 from bench.config import plan
 from bench.config.jobs import Job
 from bench.costs.calibration import Calibration, find_calibration
-from bench.costs.model import Context, Projection, project
+from bench.costs.model import PROCESS_SPEC, Context, Projection, project
 from bench.errors import ConfigError
 
 MEM_MARGIN = 1.4
@@ -97,7 +101,8 @@ def request(config: dict[str, Any], rule: str, wildcards: dict[str, Any], attemp
     proj, calibration = projection(config, rule, wildcards)
     attempt = max(int(attempt), 1)
     if proj is not None and proj.complete and proj.host_bytes:
-        mem_mb = math.ceil(MEM_MARGIN * proj.host_bytes / 2**20)
+        step = _step_bytes(calibration) if strict else 0
+        mem_mb = math.ceil((MEM_MARGIN * proj.host_bytes + step) / 2**20)
         minutes = math.ceil(max(MIN_MINUTES, TIME_MARGIN * proj.seconds / 60))
         return {"mem_mb": mem_mb * attempt, "runtime": minutes * attempt}
     static = uncalibrated_size(config["profile"], rule)
@@ -105,6 +110,13 @@ def request(config: dict[str, Any], rule: str, wildcards: dict[str, Any], attemp
         raise NotCalibrated(_not_calibrated(config, rule, wildcards, calibration, proj))
     mem_mb, minutes = static or uncalibrated_size(FALLBACK_PROFILE, rule)
     return {"mem_mb": mem_mb * attempt, "runtime": minutes * attempt}
+
+
+def _step_bytes(calibration: Calibration | None) -> int:
+    """What a cluster job's step holds besides the job (the Snakemake process running it there and
+    the job server's own pages): the calibration's ``process`` measurement, 0 when absent."""
+    entry = None if calibration is None else calibration.get("process", PROCESS_SPEC)
+    return int(entry.get("step_bytes", 0)) if entry else 0
 
 
 def _not_calibrated(config: dict[str, Any], rule: str, wildcards: dict[str, Any], calibration, proj) -> str:

@@ -101,6 +101,12 @@ class FoldShape:
         s = self.splits[split]
         return s.n_docs * (self.n_features * FEATURE_BYTES + LABEL_BYTES) + (2 * s.n_queries + 1) * INDEX_BYTES
 
+    @property
+    def run_mapped_bytes(self) -> int:
+        """Bytes a neural run holds mapped at once: train + vali while it trains, vali + test once
+        it has released the training split to score the test split (the larger of the two)."""
+        return self.split_bytes("vali") + max(self.split_bytes("train"), self.split_bytes("test"))
+
 
 def fold_shape(source: str, fold: str, options: dict | None, prepared_dir: str | os.PathLike | None = None,
                registry: dict[str, Dataset] | None = None) -> FoldShape | None:

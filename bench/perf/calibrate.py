@@ -66,6 +66,10 @@ MIN_DOCS = 20_000
 MIN_STEPS, MAX_STEPS, STEP_SECONDS, WARMUP_STEPS = 3, 20, 3.0, 2
 EVAL_DOCS = 40_000  # documents of the generated validation split of ``neural_eval``
 GBDT_ROUNDS = (3, 9)  # boosting rounds of the two GBDT measurements at each size
+#: generating synthetic data takes about a second per 100,000 documents, so at 5 % and 10 % of an
+#: MSLR-sized fold the difference (1.3 s) drowned in start-up noise (projections 0.35-1.1x the
+#: measured 31 s); at 10 % and 25 % it is 4 s
+SYNTHETIC_PREPARE_FRACTIONS = (0.1, 0.25)
 
 
 # ----------------------------------------------------------------------------- process memory
@@ -202,15 +206,18 @@ def fake_fold(path: Path, shape: dict[str, Any], fraction: float, seed: int = 0)
 
 
 def fold_bytes(path: Path) -> int:
-    """Bytes of a prepared fold's arrays (what a job that reads the whole fold maps)."""
-    return sum(f.stat().st_size for f in Path(path).glob("*/*.npy"))
+    """Bytes of a prepared fold's arrays (what a job that reads the whole fold maps), or of one
+    split's when ``path`` is the split's folder."""
+    path = Path(path)
+    return sum(f.stat().st_size for f in (path.glob("*.npy") if (path / "features.npy").exists()
+                                          else path.glob("*/*.npy")))
 
 
-def fractions(shape: dict[str, Any]) -> tuple[float, float]:
-    """The two fractions of the planned fold to measure (:data:`FRACTIONS`, at least MIN_DOCS)."""
+def fractions(shape: dict[str, Any], base: tuple[float, float] = FRACTIONS) -> tuple[float, float]:
+    """The two fractions of the planned fold to measure (``base``, the smaller at least MIN_DOCS)."""
     total = sum(s["n_docs"] for s in shape["splits"].values())
-    small = max(FRACTIONS[0], min(0.5, MIN_DOCS / max(total, 1)))
-    return (small, min(1.0, small * FRACTIONS[1] / FRACTIONS[0]))
+    small = max(base[0], min(0.5, MIN_DOCS / max(total, 1)))
+    return (small, min(1.0, small * base[1] / base[0]))
 
 
 # ----------------------------------------------------------------------------- neural
@@ -318,8 +325,10 @@ def _cuda_peak(dev) -> int:
 
 
 def neural_data(spec: dict[str, Any], device: str) -> dict[str, Any]:
-    """Peak memory of a run's data at two sizes: the fold memory-mapped and read whole, the
-    split tensors, evaluation lists and one epoch's training lists (a tiny linear model)."""
+    """Peak memory of a run's data at two sizes: the split tensors, evaluation lists, one
+    epoch's training lists (a tiny linear model) and the fold memory-mapped as a run maps it
+    (training and validation splits read whole, then the training split released and the test
+    split read); ``fold_bytes``: the fold's bytes mapped at once at the peak."""
 
     def one(fraction: float) -> Callable[[], dict[str, Any]]:
         def measure() -> dict[str, Any]:
@@ -343,21 +352,31 @@ def neural_data(spec: dict[str, Any], device: str) -> dict[str, Any]:
                     lists, _ = epoch_lists(f.splits["train"], f.list_size, torch.Generator().manual_seed(0))
                     for chunk in lists.split(f.tc["batch_size"]):  # an epoch's batches
                         gather(f.splits["train"], chunk, dev)
-                    for split in prepared.splits.values():  # every page mapped, as in a run of many
-                        for i in range(0, split.features.shape[0], 1 << 16):  # batches (8 MB read-ahead)
-                            float(split.features[i:i + (1 << 16)].sum())
-                    for split in ("vali", "test"):
-                        score_lists(f.trainables.model, f.splits[split], f.evals[split], dev, False)
+                    # every page of a split mapped, as in a run of many batches; the training
+                    # split released before the test split is read, as the run does
+                    for split in ("train", "vali"):
+                        _read_whole(prepared.splits[split].features)
+                    score_lists(f.trainables.model, f.splits["vali"], f.evals["vali"], dev, False)
+                    f.splits["train"].release_pages()
+                    _read_whole(prepared.splits["test"].features)
+                    score_lists(f.trainables.model, f.splits["test"], f.evals["test"], dev, False)
+                    sizes = {s: fold_bytes(Path(tmp) / "fold" / s) for s in SPLITS}
                 return {"docs": n_docs, "peak_bytes": peak_bytes(), "seconds": time.perf_counter() - start,
-                        "fold_bytes": fold_bytes(Path(tmp) / "fold")}
+                        "fold_bytes": sizes["vali"] + max(sizes["train"], sizes["test"])}
 
         return measure
 
     return _two_sizes(spec["shape"], one)
 
 
-def _two_sizes(shape: dict[str, Any], one: Callable[[float], Callable[[], dict]]) -> dict[str, Any]:
-    points = [in_child(one(fr)) for fr in fractions(shape)]
+def _read_whole(features: np.ndarray) -> None:
+    for i in range(0, features.shape[0], 1 << 16):
+        float(features[i:i + (1 << 16)].sum())
+
+
+def _two_sizes(shape: dict[str, Any], one: Callable[[float], Callable[[], dict]],
+               base: tuple[float, float] = FRACTIONS) -> dict[str, Any]:
+    points = [in_child(one(fr)) for fr in fractions(shape, base)]
     return {"sizes": [p["docs"] for p in points], "peak_bytes": [p["peak_bytes"] for p in points],
             "seconds": [p["seconds"] for p in points], "fold_bytes": [p.get("fold_bytes") for p in points],
             "points": points}
@@ -465,6 +484,7 @@ def prepare(spec: dict[str, Any], device: str) -> dict[str, Any]:
                                    test_queries=max(1, int(splits["test"]["n_queries"] * fraction)))
                 else:
                     files = _svmlight_files(Path(tmp), spec["shape"], fraction)
+                _warm_prepare(Path(tmp), spec)  # compiled code is compiled once per process: not per size
                 gc.collect()
                 reset_peak()
                 start = time.perf_counter()
@@ -475,7 +495,22 @@ def prepare(spec: dict[str, Any], device: str) -> dict[str, Any]:
 
         return measure
 
-    return _two_sizes(spec["shape"], one)
+    return _two_sizes(spec["shape"], one, SYNTHETIC_PREPARE_FRACTIONS if spec["synthetic"] else FRACTIONS)
+
+
+def _warm_prepare(folder: Path, spec: dict[str, Any]) -> None:
+    """A tiny prepare of the same kind first, so the timed one does not include JIT compilation."""
+    from bench.data.prepare import prepare_fold
+
+    tiny = {"n_features": spec["shape"]["n_features"],
+            "splits": {s: {"n_queries": 4, "n_docs": 40, "max_list": 10, "lengths": None} for s in SPLITS}}
+    (folder / "warm").mkdir(exist_ok=True)
+    files = None if spec["synthetic"] else _svmlight_files(folder / "warm", tiny, 1.0)
+    options = {**(spec.get("options") or {}), "arf_filter": False}  # a tiny fold would be filtered empty
+    if spec["synthetic"]:
+        options.update(n_queries=4, vali_queries=2, test_queries=2)
+    prepare_fold("synthetic" if spec["synthetic"] else "calibration", "Fold1", folder / "warm-out", options,
+                 files=files, log=lambda m: None)
 
 
 def _svmlight_files(folder: Path, shape: dict[str, Any], fraction: float) -> dict[str, Path]:
@@ -521,8 +556,14 @@ def summary(spec: dict[str, Any], device: str) -> dict[str, Any]:
 
 
 def process(spec: dict[str, Any], device: str) -> dict[str, Any]:
-    """The resident size a job starts from (a child of the preloaded process), and with CUDA
-    initialised when the device is a GPU."""
+    """The resident size a job starts from (a child of the preloaded process; with CUDA
+    initialised when the device is a GPU), and what a cluster job's step holds besides it
+    (``step_bytes``): the Snakemake process that runs the job there (a fresh interpreter that
+    imported Snakemake and the workflow's planning modules, measured) and the job server it
+    forks from, less the pages it shares with the job (the preloaded process here, less what a
+    child of it starts with)."""
+    import subprocess
+    import sys
 
     def measure() -> dict[str, Any]:
         out = {"peak_bytes": peak_bytes()}
@@ -533,7 +574,20 @@ def process(spec: dict[str, Any], device: str) -> dict[str, Any]:
             out["cuda_peak_bytes"] = peak_bytes()
         return out
 
-    return in_child(measure)
+    out = in_child(measure)
+
+    def fresh_rss(code: str, field: str) -> int:
+        """A fresh interpreter's VmHWM (peak) or VmRSS (now) after ``code``."""
+        done = subprocess.run([sys.executable, "-c", code + "; from bench.perf.calibrate import _status_kb; "
+                               f"print(_status_kb({field!r}) * 1024)"],
+                              capture_output=True, text=True, check=True, timeout=300)
+        return int(done.stdout.split()[-1])
+
+    snakemake = fresh_rss("import snakemake.api, bench.config.validate, bench.costs.sizing", "VmHWM")
+    server = fresh_rss("import importlib; from bench.jobserver import PRELOAD; "  # resident once it serves
+                       "[importlib.import_module(m) for m in PRELOAD]", "VmRSS")
+    out["step_bytes"] = snakemake + max(0, server - out["peak_bytes"])
+    return out
 
 
 #: measurement kind -> function(spec, device) (size-dependent kinds fork their own children)

@@ -233,12 +233,14 @@ def _validate(f: Fit, epoch: int) -> dict[str, float]:
 
 
 def finish(f: Fit, state: TrainState) -> dict[str, Any]:
-    """Restore the best weights (``restore_best``), score and evaluate the test split."""
+    """Restore the best weights (``restore_best``), release the training split's pages
+    (:meth:`~bench.training.batches.SplitData.release_pages`), score and evaluate the test split."""
     from bench.metrics import summarize
 
     tc, model, test, ev = f.tc, f.trainables.model, f.splits["test"], f.evals["test"]
     if tc["restore_best"] and state.best_state is not None:
         model.load_state_dict(state.best_state)
+    f.splits["train"].release_pages()  # read no more: the test split's pages take their place
     test_scores = score_lists(model, test, ev, f.device, tc["amp"])
     if not np.isfinite(test_scores).all():
         raise TrainingDiverged(f"non-finite test scores for method {f.parts[2]!r}")

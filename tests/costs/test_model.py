@@ -37,8 +37,19 @@ def test_peak_fit_keeps_the_fold_bytes_exact():
     shape = FoldShape(2, {s: SplitShape(10, 1000) for s in ("train", "vali", "test")}, "prepared")
     m = {"sizes": [100, 200], "peak_bytes": [1_000 + 500, 1_000 + 1_100], "fold_bytes": [500, 1_000]}
     # rest = 1000 then 1100: +1 byte a document; at 3000 documents 1000 + 2900 + the fold
-    assert peak_fit(m, shape, maps_fold=True) == shape.nbytes + 1_000 + 2_900
-    assert peak_fit(m, shape, maps_fold=False) == line([100, 200], [1500, 2100], 3000)
+    assert peak_fit(m, shape, mapped=shape.nbytes) == shape.nbytes + 1_000 + 2_900
+    assert peak_fit(m, shape, mapped=shape.run_mapped_bytes) == shape.run_mapped_bytes + 1_000 + 2_900
+    assert peak_fit(m, shape, mapped=None) == line([100, 200], [1500, 2100], 3000)
+
+
+def test_a_neural_run_maps_train_and_vali_then_vali_and_test():
+    shape = FoldShape(3, {"train": SplitShape(10, 600), "vali": SplitShape(4, 200), "test": SplitShape(5, 300)},
+                      "prepared")
+    assert shape.run_mapped_bytes == shape.split_bytes("vali") + shape.split_bytes("train")
+    wide_test = FoldShape(3, {"train": SplitShape(10, 100), "vali": SplitShape(4, 200), "test": SplitShape(5, 300)},
+                          "prepared")
+    assert wide_test.run_mapped_bytes == wide_test.split_bytes("vali") + wide_test.split_bytes("test")
+    assert shape.run_mapped_bytes < shape.nbytes
 
 
 def test_neural_projection_is_the_documented_formula():
@@ -64,7 +75,7 @@ def test_neural_projection_is_the_documented_formula():
     seconds = (1.0 + (n - 100_000) / 100_000) + budget.total_steps * 0.2 + evals / 50_000
     assert proj.seconds == pytest.approx(seconds)
     rest = 1e7 + 1e7 * (n - 100_000) / 100_000
-    assert proj.host_bytes == int(shape.nbytes + rest + 2 * 4000 + max(300e6, 100e6 + 3 * 4000))
+    assert proj.host_bytes == int(shape.run_mapped_bytes + rest + 2 * 4000 + max(300e6, 100e6 + 3 * 4000))
     assert proj.steps == budget.total_steps == 60
 
 

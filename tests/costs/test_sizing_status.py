@@ -31,7 +31,7 @@ def _filled(config, device=Device("cpu", "test cpu", 1), folder=None) -> Calibra
     ctx = Context(config, cal)
     fake = {"neural_step": {"step_s": 0.1, "work_bytes": 2e8, "n_params": 10, "device_work_bytes": None},
             "neural_eval": {"docs_per_s": 1e5, "work_bytes": 1e8},
-            "process": {"peak_bytes": 3e8}, "summary": {"peak_bytes": 4e8, "seconds": 1.0}}
+            "process": {"peak_bytes": 3e8, "step_bytes": 2e8}, "summary": {"peak_bytes": 4e8, "seconds": 1.0}}
     two = {"sizes": [1e5, 2e5], "peak_bytes": [6e8, 7e8], "seconds": [1.0, 2.0], "fold_bytes": [5e7, 1e8]}
     for job in target_jobs(config, ["all"]):
         proj = project(ctx, job)
@@ -79,7 +79,10 @@ def test_requests_follow_the_projection_with_margins_and_attempts(tmp_path, monk
     w = {"experiment": "pirank", "dataset": "mslr-like", "fold": "Fold1", "method": "ranknet", "seed": "0"}
     proj, _ = sizing.projection(config, "train", w)
     first = sizing.request(config, "train", w, 1, strict=True)
-    assert first["mem_mb"] == math.ceil(sizing.MEM_MARGIN * proj.host_bytes / 2**20)
+    # on a cluster the request adds what the job's step holds besides the job (step_bytes)
+    assert first["mem_mb"] == math.ceil((sizing.MEM_MARGIN * proj.host_bytes + 2e8) / 2**20)
+    local = sizing.request(config, "train", w, 1, strict=False)
+    assert local["mem_mb"] == math.ceil(sizing.MEM_MARGIN * proj.host_bytes / 2**20)
     assert first["runtime"] == math.ceil(max(sizing.MIN_MINUTES, sizing.TIME_MARGIN * proj.seconds / 60))
     assert sizing.request(config, "train", w, 2, strict=True) == {k: 2 * v for k, v in first.items()}
     # a job the calibration cannot project gets the default profile's static sizes

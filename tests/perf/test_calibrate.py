@@ -42,9 +42,10 @@ def test_fake_fold_has_the_planned_shape(tmp_path):
     assert n == sum(s.n_docs for s in fold.splits.values()) and got.max() == 40 and set(got) <= {5, 40}
     assert fold.n_features == 6 and len(np.unique(fold.splits["train"].labels)) > 2  # grades depend on features
     assert calibrate.fold_bytes(tmp_path / "f") == sum(p.stat().st_size for p in (tmp_path / "f").glob("*/*.npy"))
+    assert sum(calibrate.fold_bytes(tmp_path / "f" / s) for s in calibrate.SPLITS) == calibrate.fold_bytes(tmp_path / "f")
 
 
-def test_neural_measurements_on_a_tiny_model():
+def test_neural_measurements_on_a_tiny_model(tmp_path):
     calibrate.preload()
     model = {"type": "mlp", "hidden": [8], "batch_norm": False, "dropout": 0.0}
     step = calibrate.measure("neural_step", {"model": model, "loss": "ranknet", "params": {}, "batch_size": 2,
@@ -57,6 +58,11 @@ def test_neural_measurements_on_a_tiny_model():
     data = calibrate.measure("neural_data", {"shape": SHAPE, "list_size": 16, "test_list_size": None,
                                              "eval_batch_size": 64}, device="cpu", threads=1)
     assert len(data["sizes"]) == 2 and data["sizes"][0] < data["sizes"][1] and min(data["peak_bytes"]) > 0
+    # mapped at the peak: train + vali or vali + test (the training split released first), never the whole fold
+    for fraction, mapped in zip(calibrate.fractions(SHAPE), data["fold_bytes"]):
+        calibrate.fake_fold(tmp_path / str(fraction), SHAPE, fraction)
+        split = {s: calibrate.fold_bytes(tmp_path / str(fraction) / s) for s in calibrate.SPLITS}
+        assert mapped == split["vali"] + max(split["train"], split["test"])
 
 
 def test_gbdt_measurement_at_two_sizes_and_two_round_counts():
@@ -65,3 +71,14 @@ def test_gbdt_measurement_at_two_sizes_and_two_round_counts():
                                    "metrics": None, "shape": SHAPE}, device="cpu", threads=1)
     assert sorted({(p["docs"] > 0, p["rounds"]) for p in m["points"]}) == [(True, r) for r in calibrate.GBDT_ROUNDS]
     assert len(m["points"]) == 4 and all(p["fold_bytes"] > 0 for p in m["points"])
+
+
+def test_process_measures_the_job_start_and_what_a_cluster_step_adds():
+    """``step_bytes`` is a fresh interpreter that imported Snakemake's API (the process running a
+    cluster job) plus what the job server holds beyond a child's start: at least 50 MB, and
+    below 2 GB."""
+    calibrate.preload()
+    m = calibrate.measure("process", {}, device="cpu", threads=1)
+    assert m["peak_bytes"] > 20 * 2**20
+    assert 50 * 2**20 < m["step_bytes"] < 2 * 2**30
+

@@ -1,7 +1,7 @@
 # ltr-bench: the whole study as one DAG. Rules live in workflows/, one file per stage:
 # data -> train / gbdt / linear -> evaluate -> stats -> tables; figures, perf, compare (+ freeze), report.
 # The embedded default profile is config/default.yaml; `--configfile config/paper.yaml` is
-# merged over it (see workflows/README-sections.md).
+# merged over it (see docs/configuration.md).
 configfile: "config/default.yaml"
 
 

@@ -365,7 +365,8 @@ def compare_outputs(config: dict[str, Any]) -> list[str]:
     if not config.get("compare", {}).get("losses"):
         raise ConfigError(
             "config key 'compare.losses' is empty: add the losses to compare, e.g. "
-            "`--configfile config/compare-example.yaml` (see workflows/README-sections.md)"
+            "`--configfile config/compare-example.yaml` "
+            "(see docs/experiments.md, section 'Comparing against frozen baselines')"
         )
     return [f"reports/compare/{ds}.{fmt}" for ds in compare_datasets(config) for fmt in ("md", "html")]
 

@@ -64,7 +64,7 @@ class Dataset:
     file_sha256: dict[str, str] = field(default_factory=dict)  # extracted relpath -> sha256
     synthetic: bool = False
     notes: str = ""
-    # fold -> split -> (queries, documents) as published with the dataset (docs/datasets.md);
+    # fold -> split -> (queries, documents) as published with the dataset (docs/datasets.md, "The datasets");
     # what cost projections use before a fold is prepared (bench.data.shapes)
     split_sizes: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)
     # the evaluation convention of the dataset's community (bench.metrics.CONVENTIONS):

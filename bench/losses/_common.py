@@ -4,7 +4,7 @@ Every registered loss validates its inputs with :func:`check_inputs` (one valida
 loss rejects a bad call with the same exception and message; ``tests/losses/test_contract.py``
 checks this for every registered loss) and takes its hyperparameters keyword-only.
 
-Conventions (``losses.md``): gain :math:`g(y) = 2^y - 1`, discount
+Conventions (``docs/losses.md``, "Common contract"): gain :math:`g(y) = 2^y - 1`, discount
 :math:`d(j) = 1/\log_2(1 + j)` for 1-based rank :math:`j`, and the batch value is the
 **mean of per-list losses over contributing lists** (not a ratio of batch sums). A list
 contributes when it has at least 2 real items (and, for NDCG-type losses, ``maxDCG > 0``);
@@ -76,9 +76,9 @@ def max_dcg(labels: Tensor, mask: Tensor, k: int | None = None) -> Tensor:
     Padding is neutral: padded items are excluded from the ideal ranking (they enter the
     top-k selection at :math:`-\infty` and any of them that is selected, in a list shorter
     than ``k``, adds 0), instead of competing with gain 0. Labels may be any real values
-    (losses.md), and a negative label has a gain :math:`2^y - 1 < 0`: a padded item with gain
+    (docs/losses.md), and a negative label has a gain :math:`2^y - 1 < 0`: a padded item with gain
     0 would otherwise be ranked above it and change the value with the amount of padding.
-    Neutral padding rather than rejecting negative labels: it is exactly losses.md's
+    Neutral padding rather than rejecting negative labels: it is exactly docs/losses.md's
     definition (the labels of the list sorted descending), every loss stays defined for
     real-valued labels, and a rejection would need a data-dependent check, i.e. a host
     synchronisation on every loss call (:func:`check_inputs` inspects metadata only).

@@ -72,7 +72,7 @@ def _rank_weights(scheme: str, length: int, k: int | None, mu: float, like: Tens
             boost = 1.0 / (1.0 - _inv_discount(r_max.clamp(min=2.0)))
             one = torch.ones((), dtype=like.dtype, device=like.device)
             factor = torch.where(r_max > k, boost, one)
-            # losses.md decides: pairs with both items below rank k are dropped.
+            # docs/losses.md, "LambdaLoss", decides: pairs with both items below rank k are dropped.
             delta = delta * torch.where(r_min > k, torch.zeros_like(one), factor)
         if scheme == "ndcg_loss2":
             return delta
@@ -117,7 +117,7 @@ def lambdaloss(
     LambdaLoss@K re-weighting of Jagerman et al., "On Optimizing Top-K Metrics for Neural
     Ranking Models", SIGIR 2022 (TF-Ranking's ``DCGLambdaWeightV2``, rax's
     ``dcg2_lambdaweight(topn=k)``) for pairs that straddle ``k``, and drops pairs whose two
-    items are both below rank ``k``, as ``losses.md`` specifies:
+    items are both below rank ``k``, as ``docs/losses.md`` ("LambdaLoss") specifies:
 
     .. math::
         w_{ij} = \delta_{ij}\,|G_i - G_j| \cdot

@@ -7,7 +7,7 @@ For a list :math:`s` of :math:`n` real items, :math:`A_{ij} = |s_i - s_j|` and r
 
     \hat P[i, :] = \mathrm{softmax}\big(((n + 1 - 2i)\, s - A \mathbf 1) / \tau\big).
 
-Conventions fixed here (``losses.md``):
+Conventions fixed here (``docs/losses.md``, "NeuralSort, the shared relaxation"):
 
 * ``n`` is each list's own number of real items (``mask.sum(-1)``), never the padded length.
 * Padded columns are excluded from the softmax (logit ``-inf``, so their probability is an

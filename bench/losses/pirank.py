@@ -23,10 +23,11 @@ Choices fixed here:
   ``depth > 1`` the tree is **per list**: a list of ``n`` real items uses, at every level, the
   smallest ``b`` with ``b**depth >= n`` (so ``n = 3375, depth = 3`` gives ``b = 15``), i.e.
   the paper's tree with ``L = n``. A list's value and gradient therefore depend on that
-  list only (padding and batch invariance, losses.md), not on the longest list of its batch
-  as they did when ``b`` was taken from the batch width. Lists are grouped by their ``b`` and
-  each group runs as one batched tree (at most ``ceil(W**(1/depth))`` groups for a longest
-  list ``W``; one group when all lists have one length, as in the timing suites). An
+  list only (padding and batch invariance, docs/losses.md "Common contract"), not on the
+  longest list of its batch as they did when ``b`` was taken from the batch width. Lists
+  are grouped by their ``b`` and each group runs as one batched tree (at most
+  ``ceil(W**(1/depth))`` groups for a longest list ``W``; one group when all lists have
+  one length, as in the timing suites). An
   explicit ``branching`` gives every list of the batch that one tree (its product must hold
   the longest list) and fixes the depth; it is batch invariant too (filler leaves are masked).
 * ``tau`` is one temperature for every level or a non-decreasing sequence

@@ -8,7 +8,8 @@ number and every mark comes from a column.
 Marks (stated in every caption):
 
 - **bold**: the best mean and every method not significantly worse than it
-  (``is_best or not_worse``), the convention of the PiRank paper and metrics-and-stats.md;
+  (``is_best or not_worse``), the convention of the PiRank paper
+  (docs/metrics-and-stats.md, "Significance tests");
 - underline: the best mean alone (``is_best``), so a reader can tell the winner from the
   methods tied with it.
 

@@ -1,7 +1,7 @@
 """fetch / download / extract, for real, against an HTTP server on 127.0.0.1.
 
 The server (http.server in a thread, loopback only, port chosen by the OS) serves archives
-built here in the layouts of docs/datasets.md and supports Range requests; fault switches
+built here in the layouts of docs/datasets.md ("The datasets") and supports Range requests; fault switches
 cut a transfer short, ignore Range, or serve a truncated file. Registry entries get the
 test archive's URL, size and sha256 through ``dataclasses.replace`` or a JSON override.
 """

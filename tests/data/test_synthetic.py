@@ -1,7 +1,7 @@
 """generate_synthetic: PiRank Appendix E semantics, seeding, the mslr-like preset, learnability.
 
 Oracles: the Appendix E label formula recomputed here from the returned features (exact);
-MSLR-WEB30K Fold1 sizes from docs/datasets.md (exact counts); the preset grade distribution
+MSLR-WEB30K Fold1 sizes from docs/datasets.md, "The datasets" (exact counts); the preset grade distribution
 within 1 percentage point; learnability = a LightGBM regressor's held-out Spearman
 correlation with the labels (> 0.5; 0 for random scores).
 """

@@ -1,6 +1,6 @@
 """Shared loss helpers (``bench.losses._common``): the ideal DCG with padding and negative labels.
 
-Labels may be any real values (losses.md: "real values allowed"), so a label can be negative
+Labels may be any real values (docs/losses.md, "Common contract"), so a label can be negative
 and its gain ``2^y - 1`` lies in ``(-1, 0)``. The ideal DCG sorts the *real* items only:
 padding must never take a place in the ideal ranking (padding-invariance, 1e-9 relative).
 """

@@ -1,4 +1,4 @@
-"""The common contract (losses.md, "Tests every loss must pass"), for EVERY registered loss.
+"""The common contract (docs/losses.md, "Tests every loss must pass"), for EVERY registered loss.
 
 Besides the numerical contract: every hyperparameter is keyword-only, every loss validates
 its inputs through the one validator :func:`bench.losses._common.check_inputs`, and so
@@ -8,7 +8,7 @@ Parametrized over ``bench.losses.names()``: a registered loss whose module is mi
 broken fails here (``get`` raises), it is never skipped. Loss-specific oracles and limits
 live next to each loss's own tests. Sizes are small on purpose (17 losses x 6 families).
 
-Tolerances: padding and batch identities 1e-9 relative in float64 (losses.md); gradcheck
+Tolerances: padding and batch identities 1e-9 relative in float64 (docs/losses.md); gradcheck
 uses torch's defaults (atol 1e-5, rtol 1e-3) at eps 1e-6 in float64.
 """
 

@@ -63,7 +63,7 @@ def brute_lambdaloss(s, y, scheme="ndcg_loss2", sigma=1.0, mu=10.0, k=None) -> f
         dist = abs(r[i] - r[j])
         nl2 = abs(d(dist) - d(dist + 1))
         if k is not None and min(r[i], r[j]) > k:
-            nl2 = 0.0  # losses.md: pairs wholly below rank k are dropped
+            nl2 = 0.0  # docs/losses.md, "LambdaLoss": pairs wholly below rank k are dropped
         elif k is not None and max(r[i], r[j]) > k:
             nl2 /= 1.0 - d(max(r[i], r[j]))  # Jagerman et al. 2022: straddling pairs
         inv = [d(x) if (k is None or x <= k) else 0.0 for x in (r[i], r[j])]
@@ -161,7 +161,7 @@ def test_lambdaloss_at_k_matches_rax_topn_reference_weights():
     (0, 1, 0.3), scaled by 1 / (1 - d(max rank)); we sum those weights (divided by rax's
     list-size factor, gains normalised by maxDCG@1) times log2 costs for the pairs that
     straddle k = 1. Item 2 has rank 1, item 1 rank 2, item 0 rank 3, so the pair (1, 0)
-    sits wholly below k: rax keeps it, losses.md drops it, and the spec decides."""
+    sits wholly below k: rax keeps it, docs/losses.md ("LambdaLoss") drops it, and the spec decides."""
     s, y = [0.0, 1.0, 2.0], [0.0, 1.0, 0.3]
     g = [2.0**v - 1.0 for v in y]
     max_dcg_at_1 = 1.0

@@ -1,4 +1,4 @@
-"""Oracles, limits and invariances of the sorting-based losses (losses.md).
+"""Oracles, limits and invariances of the sorting-based losses (docs/losses.md).
 
 Covers NeuralSort, Sinkhorn, PiRank-NDCG/ARP, NeuralNDCG(-T), SinkProp, ARF and the
 NeuralSort cross entropy. Hard metrics come from ``bench.metrics.evaluate`` (the suite's
@@ -379,7 +379,7 @@ def test_padding_invariance(name):
     va, vb = LOSSES[name](a, y, m), LOSSES[name](b, yp, mp)
     va.backward()
     vb.backward()
-    assert vb.item() == pytest.approx(va.item(), rel=1e-9)  # losses.md: 1e-9 relative
+    assert vb.item() == pytest.approx(va.item(), rel=1e-9)  # docs/losses.md, "Common contract": 1e-9 relative
     assert torch.allclose(b.grad[:, :9][m], a.grad[m], rtol=1e-9, atol=1e-13)
     assert torch.all(b.grad[~mp] == 0) and torch.all(a.grad[~m] == 0)  # exactly 0
 

@@ -1,7 +1,8 @@
 """The loss perf harness at tiny sizes: a well-formed table, atomic output, clear errors.
 
-No wall-time assertions (losses.md / team notes): only structure, and that every
-reference computes the same value as its loss (the table's ``rel. diff`` column).
+No wall-time assertions (targets are printed, never asserted: docs/performance.md): only
+structure, and that every reference computes the same value as its loss (the table's
+``rel. diff`` column).
 """
 
 from __future__ import annotations

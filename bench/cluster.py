@@ -65,7 +65,7 @@ SIZES: dict[str, dict[str, tuple[int, int]]] = {
 }
 
 
-#: Snakemake job groups per study profile (README, "Running on a SLURM cluster"). The default
+#: Snakemake job groups per study profile (docs/cluster.md, "Knobs, in one place each"). The default
 #: profile's jobs take seconds: submitting each (and starting Snakemake in it) costs more than
 #: it computes, so a connected part of the DAG becomes one SLURM job ("study"), its jobs run
 #: side by side inside it within the per-job limits of the profile's `resources`. The paper

@@ -35,7 +35,7 @@ import pandas as pd
 
 from bench.data.sublists import seeded_sublists
 from bench.errors import UsageError
-from bench.results import CONVENTION_COLUMN, dataset_key, write_frame
+from bench.results import CONVENTION_COLUMN, SCORES_FILE, dataset_key, read_run_info, read_scores, write_frame
 
 
 def evaluate_runs(
@@ -64,8 +64,8 @@ def evaluate_runs(
                     for size in list_sizes]
     frames = []
     for run in runs:
-        path = Path(run["dir"]) / "scores.npy"
-        scores = np.load(path)
+        path = Path(run["dir"]) / SCORES_FILE
+        scores = read_scores(run["dir"])
         if scores.shape != labels.shape:
             raise ValueError(f"{path}: {scores.shape[0]} scores for {labels.size} test documents of {prepared_dir}")
         for size, index, sub_offsets in variants:
@@ -108,8 +108,8 @@ def export_scores(run_dir: str | Path, out: str | Path, *, prepared_dir: str | P
 
     run_dir = Path(run_dir)
     try:
-        info = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
-        scores = np.load(run_dir / "scores.npy")
+        info = read_run_info(run_dir)
+        scores = read_scores(run_dir)
     except (OSError, ValueError) as exc:
         raise UsageError(f"--run {run_dir}: not a finished run directory ({exc})") from exc
     prepared = load_prepared(prepared_dir if prepared_dir is not None else info["prepared_dir"])
@@ -125,12 +125,12 @@ def export_scores(run_dir: str | Path, out: str | Path, *, prepared_dir: str | P
         )
     n_docs = prepared.splits["test"].n_docs
     if scores.shape != (n_docs,):
-        raise UsageError(f"{run_dir / 'scores.npy'}: {scores.size} scores for the {n_docs} test documents of "
+        raise UsageError(f"{run_dir / SCORES_FILE}: {scores.size} scores for the {n_docs} test documents of "
                          f"{prepared.path}")
     missing = np.flatnonzero(~np.isfinite(scores))
     if missing.size:
         raise UsageError(
-            f"{run_dir / 'scores.npy'}: {missing.size} test documents have no finite score (first: document "
+            f"{run_dir / SCORES_FILE}: {missing.size} test documents have no finite score (first: document "
             f"{int(missing[0])}); a run trained with train.test_list_size scores only sub-sampled lists -- "
             "export a full-list run"
         )

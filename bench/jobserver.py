@@ -5,16 +5,19 @@ machine a default-profile training job spent 4-5 s importing (torch 2.2 s, ``tor
 1.8 s -- ``torch.optim`` imports it on first use --, pandas/pyarrow 0.5 s) and 2-3 s training,
 so imports were most of the study's CPU time.
 
-During a local Snakemake run (``workflows/jobserver.smk``) the workflow starts
-``ltr-bench job-server --socket PATH``, which imports the heavy modules once and listens on a
-Unix socket whose path it exports as ``LTR_BENCH_JOB_SERVER``. ``ltr-bench`` (:mod:`bench.cli`)
-sees the variable and, instead of running the command itself, hands it over: its arguments,
-working directory, environment, ``sys.path``, umask and its stdin/stdout/stderr (the file
-descriptors themselves, ``SCM_RIGHTS``), then waits for the exit status. The server forks one
-child per job from its pristine, never-used imported state; the child takes on the client's
-directory, environment, descriptors and umask and runs :func:`bench.cli.run_command` -- the
-same code path as a fresh process, so a job writes the same bytes either way (tested). This
-module sits below the CLI: ``bench.cli`` wires it (``ltr-bench job-server``) and passes
+The workflow (``workflows/lifecycle.smk``) starts ``ltr-bench job-server --socket PATH``, which
+imports the heavy modules once and listens on a Unix socket whose path the workflow exports as
+``LTR_BENCH_JOB_SERVER``. A local run starts one for the whole run (``onstart``). A SLURM run
+(``workflows/profiles/slurm``) starts one per submitted job, on the node that runs it: in the
+job step that runs its jobs (``SLURM_STEP_ID`` set), while that step's Snakemake parses the
+Snakefile, logging to ``results/logs/job-server-slurm<job id>.log``. ``ltr-bench``
+(:mod:`bench.cli`) sees the variable and, instead of running the command itself, hands it over:
+its arguments, working directory, environment, ``sys.path``, umask and its stdin/stdout/stderr
+(the file descriptors themselves, ``SCM_RIGHTS``), then waits for the exit status. The server
+forks one child per job from its pristine, never-used imported state; the child takes on the
+client's directory, environment, descriptors and umask and runs :func:`bench.cli.run_command`
+-- the same code path as a fresh process, so a job writes the same bytes either way (tested).
+This module sits below the CLI: ``bench.cli`` wires it (``ltr-bench job-server``) and passes
 ``run_command`` in.
 
 Lifetimes and failures:
@@ -22,11 +25,13 @@ Lifetimes and failures:
 - a client that goes away (Snakemake cancels the job, ``kill -9``) closes its socket; the
   server kills that job's process at once, so nothing keeps writing behind the workflow's back;
 - a job dies with the server (``PR_SET_PDEATHSIG``); the server exits when the workflow ends
-  (``onsuccess``/``onerror``), when its parent process is gone, or on SIGTERM/SIGINT;
+  (``onsuccess``/``onerror``; in a SLURM job step, which runs no such hooks, when that step's
+  Snakemake exits), when its parent process is gone, or on SIGTERM/SIGINT;
 - a client that cannot reach a server (variable unset, socket gone, connection refused) runs
   the command in its own process, as before: the server is an accelerator, never a dependency;
-- ``LTR_BENCH_JOB_SERVER=off`` in the environment disables it for a run; cluster executors
-  never start one (the socket is local to the submit host).
+- ``LTR_BENCH_JOB_SERVER=off`` in the environment disables it for a run; no server is
+  started for a dry run, nor by the submitting process of a cluster run (its socket would be
+  local to the submit host, where no job runs).
 
 What a fresh process would decide at import time, the child decides per job: torch's thread
 count follows the job's ``OMP_NUM_THREADS`` (the server imports torch with it unset), and a

@@ -1,5 +1,8 @@
 """Run directories and per-query frames: one schema, one writer, one reader.
 
+The readers: :func:`read_scores`, :func:`read_run_info`, :func:`read_curve` (a run's files)
+and :func:`read_frames` (per-query frames).
+
 A run directory (``results/runs/<experiment>/<dataset>/<fold>/<method>/seed<k>/``) holds
 exactly four files, written together by :func:`write_run` as one atomic directory (so a
 failed run leaves nothing behind):
@@ -68,6 +71,13 @@ CONVENTION_COLUMN = "convention"
 INFO_COLUMNS = ("l_test", CONVENTION_COLUMN)
 
 
+# the four files of a run directory (see the module docstring)
+SCORES_FILE = "scores.npy"
+METRICS_FILE = "metrics.parquet"
+CURVE_FILE = "curve.csv"
+RUN_JSON_FILE = "run.json"
+
+
 def dataset_key(dataset: str, l_test: int | None) -> str:
     """The per-query (and statistics) ``dataset`` value of a test-list-size variant."""
     return dataset if not l_test else f"{dataset}@Ltest={int(l_test)}"
@@ -99,13 +109,28 @@ def write_run(
         raise ValueError(f"run.json is missing keys {missing}")
     out = Path(out_dir)
     with atomic_path(out, is_dir=True) as tmp:
-        np.save(tmp / "scores.npy", np.asarray(scores, dtype=np.float32))
-        metrics.to_parquet(tmp / "metrics.parquet", index=False)
-        curve.to_csv(tmp / "curve.csv", index=False)
-        (tmp / "run.json").write_text(
+        np.save(tmp / SCORES_FILE, np.asarray(scores, dtype=np.float32))
+        metrics.to_parquet(tmp / METRICS_FILE, index=False)
+        curve.to_csv(tmp / CURVE_FILE, index=False)
+        (tmp / RUN_JSON_FILE).write_text(
             json.dumps(plain(run_info), indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8"
         )
     return out
+
+
+def read_scores(run_dir: str | os.PathLike) -> np.ndarray:
+    """A run's ``scores.npy``: float32, one score per test document (NaN: not scored)."""
+    return np.load(Path(run_dir) / SCORES_FILE)
+
+
+def read_run_info(run_dir: str | os.PathLike) -> dict[str, Any]:
+    """A run's ``run.json`` (keys :data:`RUN_JSON_KEYS`)."""
+    return json.loads((Path(run_dir) / RUN_JSON_FILE).read_text(encoding="utf-8"))
+
+
+def read_curve(run_dir: str | os.PathLike) -> pd.DataFrame:
+    """A run's ``curve.csv``: one row per epoch (GBDT: per boosting round)."""
+    return pd.read_csv(Path(run_dir) / CURVE_FILE)
 
 
 def write_frame(frame: pd.DataFrame, path: str | os.PathLike) -> None:

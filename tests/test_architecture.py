@@ -3,7 +3,9 @@
 Every module under ``bench/`` is parsed (nothing is imported) and every ``import`` in it,
 module-level or inside a function, becomes an edge. The rules:
 
-- a module imports only from lower layers (:data:`LAYERS`) or from its own package;
+- a module imports only from lower layers (:data:`LAYERS`, with every ``<package>.cli`` at
+  :data:`CLI_LAYER`) or from its own package; the layer table of docs/architecture.md
+  numbers them the same (checked);
 - only ``cli`` modules may import ``bench.cli`` (none needs to: errors live in bench.errors);
 - losses, metrics and models import nothing but the bottom layer;
 - report never imports training, losses or perf (figures read computed tables);
@@ -184,6 +186,25 @@ def test_projecting_costs_imports_no_torch():
             "print('torch' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "False", proc.stderr
+
+
+def _documented_layers() -> dict[str, int]:
+    """docs/architecture.md's layer table as ``{unit: layer}`` (``"<package>.cli"``: the cli layer)."""
+    import re
+
+    out = {}
+    for line in (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8").splitlines():
+        row = re.match(r"\|\s*(\d+)\s*\|([^|]*)\|", line)
+        if not row:
+            continue
+        for name in re.findall(r"`([^`]+)`", row.group(2)):
+            unit = {"__init__.py": "bench", "<package>/cli.py": "<package>.cli"}.get(name)
+            out[unit or "bench." + name.removesuffix(".py").removesuffix("/")] = int(row.group(1))
+    return out
+
+
+def test_the_documented_layers_are_the_enforced_ones():
+    assert _documented_layers() == {**LAYERS, "<package>.cli": CLI_LAYER}
 
 
 def test_the_flat_modules_are_gone():

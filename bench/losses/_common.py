@@ -1,8 +1,11 @@
-r"""Shared helpers for every loss: the input validator, gains, discounts, ideal DCG, masked reductions.
+r"""Shared helpers for every loss: the validators, gains, discounts, ideal DCG, masked reductions.
 
 Every registered loss validates its inputs with :func:`check_inputs` (one validator, so every
 loss rejects a bad call with the same exception and message; ``tests/losses/test_contract.py``
-checks this for every registered loss) and takes its hyperparameters keyword-only.
+checks this for every registered loss) and takes its hyperparameters keyword-only. Its
+cut-offs (``k``, ``m``) go through :func:`check_k` and its positive reals (temperatures,
+``sigma``, ...) through :func:`check_positive`, so a bad hyperparameter is refused with the
+same ``ValueError`` by every loss (``tests/losses/test_hyperparameters.py``).
 
 Conventions (``docs/losses.md``, "Common contract"): gain :math:`g(y) = 2^y - 1`, discount
 :math:`d(j) = 1/\log_2(1 + j)` for 1-based rank :math:`j`, and the batch value is the
@@ -13,8 +16,47 @@ if no list contributes the loss is ``0 * scores.sum()`` so ``backward()`` still 
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 from torch import Tensor
+
+
+def check_k(k: int | None, name: str = "k", *, optional: bool = True) -> int | None:
+    """Return the cut-off ``k`` as an ``int``; ``ValueError`` unless it is an integer >= 1
+    (or ``None``, "the whole list", where ``optional``).
+
+    The one rule for every loss's ``@k`` (and ``@m``) hyperparameter: a float (even ``2.0``),
+    a bool and anything below 1 are refused, never rounded.
+
+    >>> check_k(3), check_k(None)
+    (3, None)
+    >>> check_k(2.5)
+    Traceback (most recent call last):
+    ...
+    ValueError: k must be a positive integer or None, got 2.5
+    >>> check_k(None, "m", optional=False)
+    Traceback (most recent call last):
+    ...
+    ValueError: m must be a positive integer, got None
+    """
+    if k is None and optional:
+        return None
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+        raise ValueError(f"{name} must be a positive integer{' or None' if optional else ''}, got {k!r}")
+    return int(k)
+
+
+def check_positive(value: float, name: str) -> None:
+    """``ValueError`` unless ``value > 0`` (NaN is refused too).
+
+    >>> check_positive(0.0, "tau")
+    Traceback (most recent call last):
+    ...
+    ValueError: tau must be > 0, got 0.0
+    """
+    if not value > 0:
+        raise ValueError(f"{name} must be > 0, got {value!r}")
 
 
 def check_inputs(scores: Tensor, labels: Tensor, mask: Tensor) -> Tensor:
@@ -42,6 +84,15 @@ def check_inputs(scores: Tensor, labels: Tensor, mask: Tensor) -> Tensor:
         raise ValueError(f"scores must be floating point, got {scores.dtype}")
     labels = labels.to(dtype=scores.dtype, device=scores.device)
     return torch.where(mask, labels, torch.zeros((), dtype=labels.dtype, device=labels.device))
+
+
+def masked_scores(scores: Tensor, mask: Tensor) -> Tensor:
+    """``scores`` with padded entries replaced by 0 (gradient there is exactly 0).
+
+    >>> masked_scores(torch.tensor([[1.5, 9.0]]), torch.tensor([[True, False]])).tolist()
+    [[1.5, 0.0]]
+    """
+    return torch.where(mask, scores, torch.zeros((), dtype=scores.dtype, device=scores.device))
 
 
 def gain(labels: Tensor) -> Tensor:

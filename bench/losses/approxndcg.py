@@ -5,8 +5,15 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from bench.losses._common import check_inputs, gain, masked_mean_over_lists, max_dcg, n_real
-from bench.losses.pairwise import check_positive, masked_scores
+from bench.losses._common import (
+    check_inputs,
+    check_positive,
+    gain,
+    masked_mean_over_lists,
+    masked_scores,
+    max_dcg,
+    n_real,
+)
 
 
 class _ApproxRanks(torch.autograd.Function):

@@ -38,7 +38,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from bench.losses._common import check_inputs, masked_mean_over_lists
+from bench.losses._common import check_inputs, check_k, check_positive, masked_mean_over_lists
 from bench.losses.neuralsort import neuralsort, neuralsort_parts
 
 
@@ -47,17 +47,24 @@ def _rows_below(limit: Tensor, n_rows: int) -> Tensor:
     return torch.arange(n_rows, device=limit.device)[None, :] < limit[:, None]
 
 
+def _check_hyper(m: int, k: int, tau: float, tau_label: float) -> tuple[int, int]:
+    """``(m, k)`` as ints; ``ValueError`` unless both are integers >= 1 and both temperatures > 0."""
+    m, k = check_k(m, "m", optional=False), check_k(k, optional=False)
+    check_positive(tau, "tau")
+    check_positive(tau_label, "tau_label")
+    return m, k
+
+
 def _arf_terms(scores: Tensor, labels: Tensor, mask: Tensor, m: int, k: int, tau: float, tau_label: float,
                with_global: bool):
     labels = check_inputs(scores, labels, mask)
-    if int(m) < 1 or int(k) < 1:
-        raise ValueError(f"m and k must be >= 1, got m={m}, k={k}")
+    m, k = _check_hyper(m, k, tau, tau_label)
     length = scores.shape[-1]
     n = mask.sum(-1)
     dtype, device = scores.dtype, scores.device
     zero = torch.zeros((), dtype=dtype, device=device)
     low = torch.full((), float("-inf"), dtype=dtype, device=device)
-    rows_m, rows_k = min(int(m), length), min(int(k), length)
+    rows_m, rows_k = min(m, length), min(k, length)
     rows_s = length if with_global else rows_m
     rows_v = length if with_global else rows_k
     # log P_s[i, j] = z_ij - LSE_j z_ij with z_ij = coef_i s_j + bias_j (one logit matrix).
@@ -66,8 +73,8 @@ def _arf_terms(scores: Tensor, labels: Tensor, mask: Tensor, m: int, k: int, tau
     lse = torch.logsumexp(z, dim=-1)  # [B, rows_s]
     with torch.no_grad():  # labels are data: P_v is a constant of the loss
         p_v = neuralsort(labels, mask, tau_label, rows_v)  # [B, rows_v, L]
-    m_eff = n.clamp(max=int(m))
-    k_eff = n.clamp(max=int(k))
+    m_eff = n.clamp(max=m)
+    k_eff = n.clamp(max=k)
     # Column weights: how much of item j lies in the label top-k.
     w = (p_v[:, :rows_k] * _rows_below(k_eff, rows_k)[:, :, None]).sum(1)
     # log( sum_{i < m} P_s[i, j] ) by log-sum-exp over the selected rows (at least one row, and
@@ -118,11 +125,10 @@ class ARFLoss(nn.Module):
 
     def __init__(self, *, m: int = 30, k: int = 15, tau: float = 1.0, tau_label: float = 1e-3, alpha: float = 1.0):
         super().__init__()
-        if not tau > 0 or not tau_label > 0:
-            raise ValueError(f"tau and tau_label must be > 0, got {tau}, {tau_label}")
+        self.m, self.k = _check_hyper(m, k, tau, tau_label)
         if alpha == 0 or not math.isfinite(alpha):
             raise ValueError(f"alpha must be finite and non-zero, got {alpha}")
-        self.m, self.k, self.tau, self.tau_label = int(m), int(k), float(tau), float(tau_label)
+        self.tau, self.tau_label = float(tau), float(tau_label)
         self.alpha = nn.Parameter(torch.tensor(float(alpha)))
 
     def forward(self, scores: Tensor, labels: Tensor, mask: Tensor) -> Tensor:

@@ -13,17 +13,17 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from bench.losses._common import check_inputs, gain, masked_mean_over_lists, max_dcg, n_real
-from bench.losses.pairwise import (
-    LN2,
+from bench.losses._common import (
+    check_inputs,
     check_k,
     check_positive,
-    logistic_pair_sum,
+    gain,
+    masked_mean_over_lists,
     masked_scores,
-    pair_mask,
-    sort_by_prediction,
-    true_topk_membership,
+    max_dcg,
+    n_real,
 )
+from bench.losses.pairwise import LN2, logistic_pair_sum, pair_mask, sort_by_prediction, true_topk_membership
 
 SCHEMES = ("ndcg_loss2", "ndcg_loss2pp", "lambdarank", "ranknet")
 
@@ -147,7 +147,7 @@ def lambdaloss(
     if scheme not in SCHEMES:
         raise ValueError(f"unknown LambdaLoss scheme {scheme!r}; known schemes: {', '.join(SCHEMES)}")
     labels = check_inputs(scores, labels, mask)
-    check_k(k)
+    k = check_k(k)
     check_positive(sigma, "sigma")
     s, mask_s, labels_s = sort_by_prediction(scores, mask, labels)
     rank_w = rank_weights(scheme, s.shape[-1], k, mu, s)
@@ -209,8 +209,8 @@ def lambda_recall(
     True
     """
     labels = check_inputs(scores, labels, mask)
-    check_k(k)
-    check_k(m, "m")
+    k = check_k(k, optional=False)
+    m = check_k(m, "m", optional=False)
     check_positive(sigma, "sigma")
     s, mask_s, labels_s = sort_by_prediction(scores, mask, labels)
     pairs = pair_mask(labels_s, mask_s)

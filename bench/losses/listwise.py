@@ -10,8 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from bench.losses._common import check_inputs, masked_mean_over_lists, n_real
-from bench.losses.pairwise import check_positive, masked_scores
+from bench.losses._common import check_inputs, check_positive, masked_mean_over_lists, masked_scores, n_real
 
 
 def masked_log_softmax(x: Tensor, mask: Tensor) -> Tensor:

@@ -29,21 +29,20 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from bench.losses._common import check_inputs, discounts, gain, masked_mean_over_lists, max_dcg
+from bench.losses._common import check_inputs, check_k, discounts, gain, masked_mean_over_lists, max_dcg
 from bench.losses.neuralsort import neuralsort_logits
 from bench.losses.sinkhorn import sinkhorn_bilinear
 
 
 def _parts(scores: Tensor, labels: Tensor, mask: Tensor, tau: float, k: int | None):
     labels = check_inputs(scores, labels, mask)
-    if k is not None and int(k) < 1:
-        raise ValueError(f"k must be >= 1 or None, got {k}")
+    k = check_k(k)
     length = scores.shape[-1]
     z, row_valid, _ = neuralsort_logits(scores, mask, tau)
     p_hat = torch.softmax(z, dim=-1)  # padded columns are exactly 0; rows i > n are ignored
     zero = torch.zeros((), dtype=scores.dtype, device=scores.device)
     g = torch.where(mask, gain(labels), zero)
-    kk = length if k is None else min(int(k), length)
+    kk = length if k is None else min(k, length)
     ranks = torch.arange(length, device=scores.device)
     dvec = torch.where(row_valid & (ranks < kk)[None, :], discounts(length, like=scores)[None, :], zero)
     ideal = max_dcg(labels, mask, k)

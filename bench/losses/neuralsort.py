@@ -32,6 +32,8 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
+from bench.losses._common import check_k, check_positive
+
 
 def _check(scores: Tensor, mask: Tensor) -> None:
     if scores.shape != mask.shape:
@@ -103,10 +105,10 @@ def neuralsort_parts(scores: Tensor, mask: Tensor, tau: float, k: int | None = N
     softmax ever sees only ``-inf``.
     """
     _check(scores, mask)
-    if not tau > 0:
-        raise ValueError(f"tau must be > 0, got {tau}")
+    check_positive(tau, "tau")
+    k = check_k(k)
     length = scores.shape[-1]
-    kk = length if k is None else min(int(k), length)
+    kk = length if k is None else min(k, length)
     if kk < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     dtype, device = scores.dtype, scores.device

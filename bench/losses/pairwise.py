@@ -13,8 +13,8 @@ Conventions:
   a permutation of ``1..n`` on the real items; padded items get ranks ``n+1..L``, after
   every real item, whatever their scores are.
 * Padded scores are replaced by 0 with ``torch.where`` before any arithmetic
-  (:func:`masked_scores`), so garbage in padded slots can never reach a value or gradient
-  and the gradient on padding is exactly 0.
+  (:func:`bench.losses._common.masked_scores`), so garbage in padded slots can never reach
+  a value or gradient and the gradient on padding is exactly 0.
 """
 
 from __future__ import annotations
@@ -23,28 +23,9 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
+from bench.losses._common import masked_scores
+
 LN2 = 0.6931471805599453
-
-
-def check_k(k: int | None, name: str = "k") -> None:
-    """Raise ``ValueError`` unless ``k`` is ``None`` or a positive integer."""
-    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
-        raise ValueError(f"{name} must be a positive integer or None, got {k!r}")
-
-
-def check_positive(value: float, name: str) -> None:
-    """Raise ``ValueError`` unless ``value > 0``."""
-    if not value > 0:
-        raise ValueError(f"{name} must be > 0, got {value!r}")
-
-
-def masked_scores(scores: Tensor, mask: Tensor) -> Tensor:
-    """``scores`` with padded entries replaced by 0 (gradient there is exactly 0).
-
-    >>> masked_scores(torch.tensor([[1.5, 9.0]]), torch.tensor([[True, False]])).tolist()
-    [[1.5, 0.0]]
-    """
-    return torch.where(mask, scores, torch.zeros((), dtype=scores.dtype, device=scores.device))
 
 
 def pair_mask(labels: Tensor, mask: Tensor) -> Tensor:
@@ -58,17 +39,6 @@ def pair_mask(labels: Tensor, mask: Tensor) -> Tensor:
     """
     y = torch.where(mask, labels, torch.full((), float("nan"), dtype=labels.dtype, device=labels.device))
     return y.unsqueeze(-1) > y.unsqueeze(-2)
-
-
-def real_pair_mask(mask: Tensor) -> Tensor:
-    """``[B, L, L]`` bool: both items real and ``i != j``."""
-    eye = torch.eye(mask.shape[-1], dtype=torch.bool, device=mask.device)
-    return mask.unsqueeze(-1) & mask.unsqueeze(-2) & ~eye
-
-
-def score_diffs(scores: Tensor) -> Tensor:
-    """``[B, L, L]`` differences ``s_i - s_j``."""
-    return scores.unsqueeze(-1) - scores.unsqueeze(-2)
 
 
 def predicted_ranks(scores: Tensor, mask: Tensor) -> Tensor:
@@ -189,17 +159,3 @@ def true_topk_membership(labels: Tensor, mask: Tensor, k: int) -> Tensor:
     above, tied = label_ranks(labels, mask)
     member = ((k - above) / tied.clamp(min=1)).clamp(0.0, 1.0)
     return torch.where(mask, member, torch.zeros((), dtype=labels.dtype, device=labels.device))
-
-
-def pairwise_logistic(diffs: Tensor, sigma: float) -> Tensor:
-    r"""``log(1 + exp(-sigma * (s_i - s_j)))`` (natural log), stable for large ``|diffs|``.
-
-    >>> round(pairwise_logistic(torch.tensor(0.0), 1.0).item(), 6)  # log 2
-    0.693147
-    """
-    return F.softplus(-sigma * diffs)
-
-
-def n_labelled_pairs(pairs: Tensor) -> Tensor:
-    """Number of ``True`` entries of a ``[B, L, L]`` pair mask per list, ``[B]`` (long)."""
-    return pairs.sum(dim=(-1, -2))

@@ -66,7 +66,7 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-from bench.losses._common import check_inputs, discounts, gain, masked_mean_over_lists, max_dcg
+from bench.losses._common import check_inputs, check_k, discounts, gain, masked_mean_over_lists, max_dcg
 from bench.losses.neuralsort import neuralsort
 
 
@@ -143,14 +143,13 @@ def _tree(scores: Tensor, mask: Tensor, k: int | None, tau, depth: int, branchin
     """
     if scores.dim() != 2 or scores.shape != mask.shape:
         raise ValueError(f"scores and mask must be [B, L] of one shape, got {tuple(scores.shape)}, {tuple(mask.shape)}")
-    if k is not None and int(k) < 1:
-        raise ValueError(f"k must be >= 1 or None, got {k}")
+    k = check_k(k)
     if int(depth) < 1:
         raise ValueError(f"depth must be >= 1, got {depth}")
     bsz, length = scores.shape
     lengths = mask.sum(-1)
     width = max(1, int(lengths.max())) if length else 1
-    kk = width if k is None else min(int(k), width)
+    kk = width if k is None else min(k, width)
     # Compact: real items first, in their original order (the tree is position based).
     order = torch.argsort((~mask).to(torch.int8), dim=-1, stable=True)[:, :width]
     zero = torch.zeros((), dtype=scores.dtype, device=scores.device)
@@ -235,6 +234,7 @@ def pirank_ndcg(scores: Tensor, labels: Tensor, mask: Tensor, *, k: int | None =
     (0.8262, 0.8262)
     """
     labels = check_inputs(scores, labels, mask)
+    k = check_k(k)
     zero = torch.zeros((), dtype=scores.dtype, device=scores.device)
     g = torch.where(mask, gain(labels), zero)
     top = _relaxed_top(scores, g, mask, k, tau, depth, branching)
@@ -265,6 +265,7 @@ def pirank_arp(scores: Tensor, labels: Tensor, mask: Tensor, *, k: int | None = 
     2.0
     """
     labels = check_inputs(scores, labels, mask)
+    k = check_k(k)
     top = _relaxed_top(scores, labels, mask, k, tau, depth, branching)
     kk = top.shape[1]
     pos = torch.arange(1, kk + 1, dtype=scores.dtype, device=scores.device)

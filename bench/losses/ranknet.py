@@ -5,15 +5,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from bench.losses._common import check_inputs, masked_mean_over_lists
-from bench.losses.pairwise import (
-    check_k,
-    check_positive,
-    logistic_pair_sum,
-    masked_scores,
-    pair_mask,
-    sort_by_prediction,
-)
+from bench.losses._common import check_inputs, check_k, check_positive, masked_mean_over_lists, masked_scores
+from bench.losses.pairwise import logistic_pair_sum, pair_mask, sort_by_prediction
 
 
 def ranknet(scores: Tensor, labels: Tensor, mask: Tensor, *, sigma: float = 1.0, k: int | None = None) -> Tensor:
@@ -40,7 +33,7 @@ def ranknet(scores: Tensor, labels: Tensor, mask: Tensor, *, sigma: float = 1.0,
     1.3133
     """
     labels = check_inputs(scores, labels, mask)
-    check_k(k)
+    k = check_k(k)
     check_positive(sigma, "sigma")
     if k is None:
         s = masked_scores(scores, mask)

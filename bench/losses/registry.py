@@ -8,7 +8,8 @@ Three ways to name a loss:
   lazily on first use, so a broken or missing module only affects its own losses;
 * a plug-in: any module ``bench/losses/<file>.py`` that declares
   ``__losses__ = ("my_loss", ...)`` at top level is discovered by reading its source (no
-  import), and each listed function or ``nn.Module`` class becomes a loss of that name.
+  import; each plug-in directory is read once per process), and each listed function or
+  ``nn.Module`` class becomes a loss of that name.
   Adding a loss is one function in one file, picked up by name (benchopt's spirit);
 * ``"package.module:function"`` for a user's loss anywhere on ``sys.path``.
 
@@ -98,18 +99,36 @@ def _declared_losses(path: Path) -> tuple[str, ...]:
     return ()
 
 
+@functools.lru_cache(maxsize=None)
+def _scan(package: str, directory: Path) -> tuple[tuple[Path, str, str], ...]:
+    """``(file, module, loss name)`` for every ``__losses__`` entry of one plug-in directory.
+
+    Read once per process and directory (every :func:`names`, :func:`info` and :func:`get`
+    consults the table): a plug-in file added to a directory that was already scanned is
+    seen by the next process. A scan that fails (a malformed ``__losses__``, a name that
+    clashes with a built-in or with another file's) is not cached: the error comes back on
+    every call until the file is fixed.
+    """
+    builtin_modules = {info.target.split(":")[0] for info in BUILTIN.values()}
+    found: list[tuple[Path, str, str]] = []
+    for path in sorted(directory.glob("*.py")):
+        module = f"{package}.{path.stem}"
+        if path.stem.startswith("_") or module in builtin_modules:
+            continue
+        for name in _declared_losses(path):
+            if name in BUILTIN or any(name == seen for _, _, seen in found):
+                raise ValueError(f"{path}: loss name {name!r} is already registered")
+            found.append((path, module, name))
+    return tuple(found)
+
+
 def _plugins() -> dict[str, LossInfo]:
     found: dict[str, LossInfo] = {}
-    builtin_modules = {info.target.split(":")[0] for info in BUILTIN.values()}
     for package, directory in PLUGIN_PACKAGES:
-        for path in sorted(Path(directory).glob("*.py")):
-            module = f"{package}.{path.stem}"
-            if path.stem.startswith("_") or module in builtin_modules:
-                continue
-            for name in _declared_losses(path):
-                if name in BUILTIN or name in found:
-                    raise ValueError(f"{path}: loss name {name!r} is already registered")
-                found[name] = LossInfo(name, f"{module}:{name}")
+        for path, module, name in _scan(package, Path(directory)):
+            if name in found:  # declared in an earlier directory
+                raise ValueError(f"{path}: loss name {name!r} is already registered")
+            found[name] = LossInfo(name, f"{module}:{name}")
     return found
 
 

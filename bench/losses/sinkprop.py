@@ -31,7 +31,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from bench.losses._common import check_inputs, discounts, gain, masked_mean_over_lists, max_dcg
+from bench.losses._common import check_inputs, check_k, check_positive, discounts, gain, masked_mean_over_lists, max_dcg
 from bench.losses.sinkhorn import sinkhorn_bilinear
 
 
@@ -42,8 +42,7 @@ def sinkprop_matrix(scores: Tensor, mask: Tensor, sigma: float = 1.0, eps: float
     >>> [[round(x, 4) for x in row] for row in M[0].tolist()]  # column 1 is centred on 2.0
     [[0.0183, 1.0], [1.0, 0.0183]]
     """
-    if not sigma > 0:
-        raise ValueError(f"sigma must be > 0, got {sigma}")
+    check_positive(sigma, "sigma")
     if eps < 0:
         raise ValueError(f"eps must be >= 0, got {eps}")
     zero = torch.zeros((), dtype=scores.dtype, device=scores.device)
@@ -72,8 +71,7 @@ def sinkprop(scores: Tensor, labels: Tensor, mask: Tensor, *, sigma: float = 1.0
     -0.9381
     """
     labels = check_inputs(scores, labels, mask)
-    if k is not None and int(k) < 1:
-        raise ValueError(f"k must be >= 1 or None, got {k}")
+    k = check_k(k)
     if int(n_iter) < 0:
         raise ValueError(f"n_iter must be >= 0, got {n_iter}")
     length = scores.shape[-1]
@@ -82,7 +80,7 @@ def sinkprop(scores: Tensor, labels: Tensor, mask: Tensor, *, sigma: float = 1.0
     n = mask.sum(-1, keepdim=True)
     ranks = torch.arange(length, device=scores.device)[None, :]
     rank_ok = ranks < n
-    kk = length if k is None else min(int(k), length)
+    kk = length if k is None else min(k, length)
     dvec = torch.where(rank_ok & (ranks < kk), discounts(length, like=scores)[None, :], zero)
     g = torch.where(mask, gain(labels), zero)
     dcg = sinkhorn_bilinear(m, g, dvec, mask, rank_ok, max_iter=int(n_iter), tol=-1.0, mask_input=False)

@@ -39,7 +39,7 @@ import pandas as pd  # noqa: E402
 
 from bench.atomic import atomic_path  # noqa: E402
 from bench.report.tables import metric_label  # noqa: E402
-from bench.results import dataset_key  # noqa: E402
+from bench.results import CURVE_FILE, dataset_key, read_curve  # noqa: E402
 
 SCALING_COLUMNS = ("loss", "variant", "L", "seconds", "peak_mb")
 
@@ -134,10 +134,10 @@ def read_curves(runs) -> pd.DataFrame:
     frames = []
     for label, dirs in (runs.items() if isinstance(runs, dict) else runs):
         for seed, run_dir in enumerate(dirs):
-            path = Path(run_dir) / "curve.csv"
+            path = Path(run_dir) / CURVE_FILE
             if not path.exists():
-                raise FileNotFoundError(f"{path}: run has no curve.csv (needed for the temperature figure)")
-            curve = pd.read_csv(path)
+                raise FileNotFoundError(f"{path}: run has no {CURVE_FILE} (needed for the temperature figure)")
+            curve = read_curve(run_dir)
             curve.insert(0, "seed_index", seed)
             curve.insert(0, "label", label)
             frames.append(curve)

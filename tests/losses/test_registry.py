@@ -126,6 +126,26 @@ def test_plugin_file_with_declared_losses_is_picked_up_by_name(tmp_path, monkeyp
     assert losses.get("pair_hinge")(S, Y, M).item() == pytest.approx(1.8)
 
 
+def test_plugin_sources_are_read_once_per_process(tmp_path, monkeypatch):
+    pkg = tmp_path / "ltr_plugins_once"
+    pkg.mkdir()
+    _write(pkg / "__init__.py", "")
+    _write(pkg / "hinge.py", '__losses__ = ("pair_hinge_once",)\n' + textwrap.dedent(USER_MODULE).replace(
+        "def pair_hinge(", "def pair_hinge_once("))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(registry, "PLUGIN_PACKAGES", [*registry.PLUGIN_PACKAGES, ("ltr_plugins_once", pkg)])
+    read = []
+    declared = registry._declared_losses
+    monkeypatch.setattr(registry, "_declared_losses", lambda path: read.append(path.name) or declared(path))
+    losses.names()
+    losses.info("pair_hinge_once")
+    assert losses.get("pair_hinge_once")(S, Y, M).item() == pytest.approx(1.8)
+    losses.names()
+    assert sorted(read) == sorted(set(read)) and "hinge.py" in read  # every file read at most once
+    _write(pkg / "late.py", '__losses__ = ("late_loss",)\n')
+    assert "late_loss" not in losses.names()  # a file added after the scan: the next process sees it
+
+
 def test_plugin_name_clash_and_malformed_declaration_are_reported_with_the_file(tmp_path, monkeypatch):
     pkg = tmp_path / "ltr_plugins_bad"
     pkg.mkdir()

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.atomic import atomic_path
+from bench.data.fileaccess import file_access
 from bench.errors import UsageError
 
 
@@ -124,7 +125,7 @@ def _cmd_synthetic(args) -> int:
     from bench.data.synthetic import generate_synthetic
 
     X, y, qid = generate_synthetic(**_generator_options(_options(args.options)))  # bad values: ConfigError
-    with atomic_path(args.out) as tmp:
+    with file_access(args.out, "write"), atomic_path(args.out) as tmp:  # a full disk: one line
         with open(tmp, "wb") as fh:
             np.savez(fh, X=X, y=y, qid=qid)
     print(f"{args.out}: {X.shape[0]} documents, {np.unique(qid).size} queries, {X.shape[1]} features")

@@ -38,7 +38,7 @@ from pathlib import Path, PurePosixPath
 from typing import Iterator
 
 from bench.atomic import atomic_path, write_json
-from bench.data.fileaccess import file_access
+from bench.data.fileaccess import expect_folder, file_access
 from bench.errors import ExtractError
 
 __all__ = ["ExtractError", "detect_format", "extract_archive", "MANIFEST"]
@@ -297,6 +297,7 @@ def extract_archive(archive: str | os.PathLike, dest: str | os.PathLike, *,
     "size", "mtime_ns"}}}``. An existing ``dest`` is replaced only on success."""
     archive = Path(archive)
     dest = Path(dest)
+    expect_folder(dest)
     with file_access(dest, "extract into"), atomic_path(dest, is_dir=True) as tmp:
         with file_access(archive, "read"):
             fmt = detect_format(archive)

@@ -84,7 +84,8 @@ def _transfer(url: str, part: Path, size: int | None, timeout: float, progress: 
     if size is not None and start >= size:
         if start == size:
             return
-        part.unlink()  # longer than the real file: cannot be a prefix of it
+        with file_access(part, "remove"):
+            part.unlink()  # longer than the real file: cannot be a prefix of it
         start = 0
     try:
         resp = _open(url, start, timeout)

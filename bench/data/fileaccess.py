@@ -22,7 +22,7 @@ from typing import Iterator
 
 from bench.errors import BenchError, FileAccessError
 
-__all__ = ["access_error", "file_access"]
+__all__ = ["access_error", "expect_folder", "file_access"]
 
 _NO_SPACE = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
 
@@ -82,6 +82,17 @@ def _culprit(exc: OSError, path: Path) -> str:
             part.startswith(".") and part.endswith(".tmp") for part in Path(name).parts):
         return ""
     return f" (at {name})"
+
+
+def expect_folder(path: str | os.PathLike) -> None:
+    """Refuse a file (or link to one) at ``path`` where a command will put a folder.
+
+    The atomic replacement of a folder (:func:`bench.atomic.atomic_path`) would otherwise
+    rename the user's file out of the way and leave it behind as a hidden ``.old.tmp``.
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise access_error(NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR)), path, "write")
 
 
 @contextlib.contextmanager

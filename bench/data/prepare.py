@@ -79,7 +79,7 @@ from bench.data.prepared import (  # re-exported: the reader lives apart (light 
     load_prepared,
     save_prepared,
 )
-from bench.data.fileaccess import file_access
+from bench.data.fileaccess import expect_folder, file_access
 from bench.data.synthetic import PRESETS, generate_synthetic
 from bench.errors import ConfigError
 from bench.seeds import derive_seed
@@ -363,6 +363,7 @@ def prepare_fold(source: str, fold: str, out: str | os.PathLike, options: dict |
     """
     registry = reg.REGISTRY if registry is None else registry
     out = Path(out)
+    expect_folder(out)  # before minutes of parsing, not after
     ds = registry.get(source)
     if ds is None and files is None:
         raise KeyError(f"unknown dataset {source!r}; known: {', '.join(sorted(registry))}")

@@ -163,6 +163,16 @@ def test_a_folder_in_the_archives_place_is_one_line_and_kept(user_raw, capsys):
     assert (archive / "inside").is_dir() and not list(user_raw.group.glob("*.corrupt"))
 
 
+def test_a_file_in_the_place_of_extracted_is_one_line_and_kept(user_raw, capsys):
+    args = user_raw(_zip([("Fold1/train.txt", b"1 qid:1 1:0.5\n")]))
+    (user_raw.group / "extracted").write_text("the user's notes")
+    before = _listing(user_raw.group)
+    assert cli_main(args) == 2
+    line = _one_line(capsys, "fetch")
+    assert f"{user_raw.group / 'extracted'}: cannot write: a file is there where a folder is expected" in line
+    assert _listing(user_raw.group) == before  # not renamed away, no .old.tmp
+
+
 def test_full_disk_while_extracting_is_one_line_and_leaves_nothing(user_raw, monkeypatch, capsys):
     args = user_raw(_zip([("Fold1/train.txt", b"1 qid:1 1:0.5\n")]))
     before = _listing(user_raw.group)
@@ -271,6 +281,15 @@ def test_out_not_writable_or_disk_full_is_one_line_and_leaves_nothing(user_files
     assert list(parent.iterdir()) == []  # no half-written fold, no temporary
 
 
+def test_a_file_in_the_place_of_out_is_one_line_and_kept(user_files, tmp_path, capsys):
+    fold, args = user_files
+    out = tmp_path / "Fold1-out"
+    out.write_text("not a prepared fold")
+    assert cli_main(args + ["--out", str(out)]) == 2
+    assert f"{out}: cannot write: a file is there where a folder is expected" in _one_line(capsys, "prepare")
+    assert out.read_text() == "not a prepared fold" and sorted(p.name for p in tmp_path.glob(".*")) == []
+
+
 def test_missing_split_file_is_one_line(user_files, tmp_path, capsys):
     fold, args = user_files
     (fold / "test.txt").unlink()
@@ -315,6 +334,10 @@ def test_bad_synthetic_and_registry_input_is_one_line(tmp_path, monkeypatch, cap
                      '{"n_queries": 3, "list_length": 4, "n_features": 6, "columns": "both"}']) == 2
     assert "columns must be 'shared' or 'per_query'" in _one_line(capsys, "synthetic")
     assert not (tmp_path / "s.npz").exists()
+    (tmp_path / "f").write_text("a file")
+    assert cli_main(["synthetic", "--out", "f/s.npz", "--options",
+                     '{"n_queries": 3, "list_length": 4, "n_features": 6}']) == 2
+    assert "f/s.npz: cannot write (at f): a file is there where a folder is expected" in _one_line(capsys, "synthetic")
     bad = tmp_path / "r.json"
     bad.write_text("[1, 2")
     assert cli_main(["fetch", "mslr-web10k", "--registry", str(bad)]) == 2

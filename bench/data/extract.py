@@ -107,7 +107,8 @@ def _shown(name: str, limit: int = 80) -> str:
 @contextlib.contextmanager
 def _member(archive: Path, name: str, root: Path) -> Iterator[None]:
     """Writing member ``name`` under ``root``: the archive's own faults become one
-    :class:`ExtractError` naming the member; the disk's faults (no errno of ours) pass on.
+    :class:`ExtractError` naming the member; the disk's (full, read-only, refused) pass on to
+    :func:`extract_archive`, which names the destination.
 
     Archives from the web can hold a file and a folder of the same name (in either order:
     the second one cannot be created) or a name longer than this filesystem allows; both say

@@ -36,7 +36,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from bench.data.checksum_cache import cached_sha256, record_sha256, recorded_sha256
-from bench.data.extract import MANIFEST, extract_archive, file_sha256
+from bench.data.extract import MANIFEST, extract_archive
 from bench.data.fileaccess import file_access
 from bench.data.registry import Dataset
 from bench.errors import (ChecksumError, DownloadError, ExtractError, FileAccessError, ManualDownloadRequired,

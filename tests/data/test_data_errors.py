@@ -142,6 +142,20 @@ def test_member_name_too_long_is_one_line_and_leaves_nothing(user_raw, build, ca
     assert _listing(user_raw.group) == before
 
 
+def test_encrypted_zip_member_is_one_line_and_leaves_nothing(user_raw, capsys):
+    data = bytearray(_zip([("Fold1/train.txt", b"1 qid:1 1:0.5\n")]))
+    # set bit 0 of the general purpose flags, what a password-protected member carries, in
+    # the local header (offset 6) and the central directory entry (offset 8)
+    data[data.index(b"PK\x03\x04") + 6] |= 0x1
+    data[data.index(b"PK\x01\x02") + 8] |= 0x1
+    args = user_raw(bytes(data))
+    before = _listing(user_raw.group)
+    assert cli_main(args) == 2
+    line = _one_line(capsys, "fetch")
+    assert "member 'Fold1/train.txt' is encrypted" in line and str(user_raw.group / "MSLR-WEB10K.zip") in line
+    assert _listing(user_raw.group) == before
+
+
 def test_unreadable_archive_is_one_line(user_raw, monkeypatch, capsys):
     args = user_raw(_zip([("Fold1/train.txt", b"1 qid:1 1:0.5\n")]))
     archive = user_raw.group / "MSLR-WEB10K.zip"

@@ -12,6 +12,8 @@ Each subclass also derives from the built-in exception it used to be (``ValueErr
 True
 >>> issubclass(ChecksumError, DownloadError)
 True
+>>> issubclass(FileAccessError, BenchError) and issubclass(FileAccessError, OSError)
+True
 """
 
 from __future__ import annotations
@@ -62,6 +64,15 @@ class TransferInterrupted(DownloadError):
 
 class ManualDownloadRequired(DownloadError):
     """A manual-only archive is missing; the message names the file, place and source."""
+
+
+class FileAccessError(BenchError, OSError):
+    """A file or folder a command reads or writes that the system refuses: permission denied,
+    a folder where a file belongs (or the reverse), a name too long, no space left.
+
+    The message names the path and what to do. Still an ``OSError``, so a caller's ``except
+    OSError`` keeps working; a raw ``OSError`` reaching the CLI is a bug and keeps its traceback.
+    """
 
 
 class ExtractError(BenchError, RuntimeError):

@@ -1,14 +1,20 @@
 """``ltr-bench datasets | fetch | prepare | synthetic``: thin wrappers over bench.data.
 
-* ``datasets [--raw-dir D] [--prepared-dir D] [--registry JSON]``: one line per dataset with
-  its status (missing / downloaded / verified / prepared), how it is obtained and its licence.
-* ``fetch NAME [--url URL] [--raw-dir resources/raw] [--registry JSON] [--no-extract]``.
+* ``datasets [--raw-dir D] [--prepared-dir D] [--registry JSON] [--checksum-cache DIR]``:
+  one line per dataset with its status (missing / downloaded / verified / prepared), how it
+  is obtained and its licence.
+* ``fetch NAME [--url URL] [--raw-dir resources/raw] [--registry JSON] [--no-extract]
+  [--checksum-cache DIR]``.
 * ``prepare SOURCE --fold FOLD --out DIR [--options JSON] [--raw-dir D] [--registry JSON]
-  [--force] [--checksum-cache DIR]`` (the sources' sha256 cache, default
-  ``results/cache/source-sha256``: never next to the data files); ``--options`` is a JSON
-  object or ``@file.json`` (keys: bench.data.prepare).
+  [--force] [--checksum-cache DIR]``; ``--options`` is a JSON object or ``@file.json`` (keys:
+  bench.data.prepare).
 * ``synthetic --out FILE.npz [--options JSON]``: one generator draw saved as X, y, qid
   (for inspection; the workflow uses ``prepare synthetic``).
+
+``--checksum-cache`` is the suite's record of the sha256 of archives (verified by fetch) and
+source files (hashed by prepare), default ``results/cache/source-sha256``: nothing is written
+next to the user's data. Errors the user can fix arrive here as :class:`bench.errors.BenchError`
+(one line from ``ltr-bench``); nothing is caught wholesale, so a bug keeps its traceback.
 """
 
 from __future__ import annotations
@@ -19,16 +25,26 @@ from pathlib import Path
 import numpy as np
 
 from bench.atomic import atomic_path
+from bench.data.fileaccess import file_access
 from bench.errors import UsageError
 
 
 def _registry(args):
-    from bench.data.registry import load_registry
+    from bench.data.registry import load_registry  # a bad override file: ConfigError
 
-    try:
-        return load_registry(getattr(args, "registry", None))
-    except ValueError as exc:
-        raise UsageError(str(exc)) from exc
+    return load_registry(getattr(args, "registry", None))
+
+
+def _dataset(name: str, registry: dict, command: str):
+    """The registry entry ``name``; an unknown one is a usage error listing the known ones.
+
+    Looked up here, not by catching ``KeyError`` around the command: a ``KeyError`` from a
+    bug must keep its traceback.
+    """
+    if name not in registry:
+        raise UsageError(f"unknown dataset {name!r}; known: {', '.join(sorted(registry))} "
+                         f"(`ltr-bench datasets` lists them; `ltr-bench {command} --registry` adds one)")
+    return registry[name]
 
 
 def _options(text: str | None) -> dict:
@@ -57,7 +73,7 @@ def _cmd_datasets(args) -> int:
     rows = []
     for ds in registry.values():
         how = "generated" if ds.synthetic else ("manual" if ds.manual or not ds.urls else "script")
-        rows.append((ds.name, dataset_status(ds, args.raw_dir, args.prepared_dir), how,
+        rows.append((ds.name, dataset_status(ds, args.raw_dir, args.prepared_dir, args.checksum_cache), how,
                      ds.archive or "-", ds.licence))
     widths = [max(len(r[i]) for r in rows + [("name", "status", "obtain", "archive", "")])
               for i in range(4)]
@@ -70,44 +86,46 @@ def _cmd_datasets(args) -> int:
 
 
 def _cmd_fetch(args) -> int:
-    from bench.data.extract import ExtractError
-    from bench.data.fetch import DownloadError, fetch
-    from bench.data.registry import get
+    from bench.data.fetch import fetch
 
-    registry = _registry(args)
-    try:
-        ds = get(args.name, registry)
-        out = fetch(ds, args.raw_dir, url=args.url, extract=not args.no_extract)
-    except (KeyError, DownloadError, ExtractError) as exc:
-        raise UsageError(str(exc).strip("'\"")) from exc
+    ds = _dataset(args.name, _registry(args), "fetch")
+    out = fetch(ds, args.raw_dir, url=args.url, extract=not args.no_extract,
+                checksum_cache=args.checksum_cache)
     print(f"{ds.name}: ready in {out}")
     return 0
 
 
 def _cmd_prepare(args) -> int:
     from bench.data.prepare import prepare_fold
-    from bench.data.svmlight import SvmlightFormatError
 
     registry = _registry(args)
-    try:
-        fold = prepare_fold(args.source, args.fold, args.out, _options(args.options),
-                            raw_dir=args.raw_dir, registry=registry, force=args.force,
-                            checksum_cache=args.checksum_cache)
-    except (KeyError, ValueError, FileNotFoundError, SvmlightFormatError) as exc:
-        raise UsageError(str(exc).strip("'\"")) from exc
+    _dataset(args.source, registry, "prepare")
+    fold = prepare_fold(args.source, args.fold, args.out, _options(args.options),
+                        raw_dir=args.raw_dir, registry=registry, force=args.force,
+                        checksum_cache=args.checksum_cache)
     print(f"{args.out}: fingerprint {fold.fingerprint}")
     return 0
+
+
+def _generator_options(opts: dict) -> dict:
+    """``opts`` when every key is a parameter of the generator: named here, since calling it
+    with an unknown keyword is a TypeError that must not be caught (it would hide bugs)."""
+    import inspect
+
+    from bench.data.synthetic import generate_synthetic
+
+    known = set(inspect.signature(generate_synthetic).parameters)
+    unknown = sorted(set(opts) - known)
+    if unknown:
+        raise UsageError(f"--options: unknown key(s) {unknown}; known: {sorted(known)}")
+    return opts
 
 
 def _cmd_synthetic(args) -> int:
     from bench.data.synthetic import generate_synthetic
 
-    opts = _options(args.options)
-    try:
-        X, y, qid = generate_synthetic(**opts)
-    except (TypeError, ValueError) as exc:
-        raise UsageError(f"--options: {exc}") from exc
-    with atomic_path(args.out) as tmp:
+    X, y, qid = generate_synthetic(**_generator_options(_options(args.options)))  # bad values: ConfigError
+    with file_access(args.out, "write"), atomic_path(args.out) as tmp:  # a full disk: one line
         with open(tmp, "wb") as fh:
             np.savez(fh, X=X, y=y, qid=qid)
     print(f"{args.out}: {X.shape[0]} documents, {np.unique(qid).size} queries, {X.shape[1]} features")
@@ -122,6 +140,10 @@ def register_cli(subparsers) -> None:
                        help="JSON file overriding/extending registry entries (mirrors, tests)")
         if prepared:
             p.add_argument("--prepared-dir", default="results/prepared", help="default: %(default)s")
+        p.add_argument("--checksum-cache", default="results/cache/source-sha256", metavar="DIR",
+                       help="the suite's record of the sha256 of archives and source files, keyed by "
+                            "absolute path, size and mtime; nothing is written next to the data "
+                            "(default: %(default)s)")
 
     p = subparsers.add_parser("datasets", help="list datasets and their status")
     common(p, prepared=True)
@@ -140,9 +162,6 @@ def register_cli(subparsers) -> None:
     p.add_argument("--out", required=True)
     p.add_argument("--options", default=None, help="JSON object or @file.json")
     p.add_argument("--force", action="store_true", help="rebuild even when the cache matches")
-    p.add_argument("--checksum-cache", default="results/cache/source-sha256", metavar="DIR",
-                   help="the suite's cache of the source files' sha256, keyed by absolute path, size and "
-                        "mtime; nothing is written next to the data files (default: %(default)s)")
     common(p)
     p.set_defaults(func=_cmd_prepare)
 

@@ -11,6 +11,12 @@ extracted file, so later steps identify the sources without
 re-reading gigabytes. Inner archives named by the registry (Yahoo's ``dataset.tgz`` holds
 ``ltrc_yahoo.tar.bz2``) are extracted in place with the same checks and then removed.
 
+A member that cannot be written (a file and a folder of the same name, in either order; a
+name longer than the filesystem allows) or a corrupt member refuses the archive with
+:class:`ExtractError` naming it; any other ``OSError`` (the archive unreadable, the destination
+not writable, no space left) becomes :class:`bench.errors.FileAccessError` naming the path.
+Either is one line from ``ltr-bench``, and nothing is left behind.
+
 RAR (LETOR 4.0) needs one of ``unrar``, ``7z``/``7za`` or ``bsdtar`` on PATH; without one the
 error says what to install. The tool extracts into the temporary directory, which is then
 scanned with the same checks (links, devices) before it is accepted.
@@ -18,6 +24,8 @@ scanned with the same checks (links, devices) before it is accepted.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import os
 import shutil
@@ -25,16 +33,20 @@ import stat
 import subprocess
 import tarfile
 import zipfile
+import zlib
 from pathlib import Path, PurePosixPath
+from typing import Iterator
 
 from bench.atomic import atomic_path, write_json
+from bench.data.fileaccess import expect_folder, file_access
 from bench.errors import ExtractError
 
 __all__ = ["ExtractError", "detect_format", "extract_archive", "MANIFEST"]
 
 MANIFEST = ".manifest.json"
 _CHUNK = 1 << 20
-
+_ZIP_METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA)
+_COLLISION = (errno.EEXIST, errno.EISDIR, errno.ENOTDIR)
 
 
 def detect_format(path: str | os.PathLike) -> str:
@@ -84,21 +96,87 @@ def _copy_to(src, dst: Path) -> None:
         shutil.copyfileobj(src, out, _CHUNK)
 
 
+def _shown(name: str, limit: int = 80) -> str:
+    """``name`` quoted, shortened to ``limit`` characters: a too-long name must not make the
+    one-line error a page long."""
+    if len(name) <= limit:
+        return repr(name)
+    return f"{name[:limit]!r}... ({len(name.encode('utf-8', 'surrogateescape'))} bytes)"
+
+
+@contextlib.contextmanager
+def _member(archive: Path, name: str, root: Path) -> Iterator[None]:
+    """Writing member ``name`` under ``root``: the archive's own faults become one
+    :class:`ExtractError` naming the member; the disk's (full, read-only, refused) pass on to
+    :func:`extract_archive`, which names the destination.
+
+    Archives from the web can hold a file and a folder of the same name (in either order:
+    the second one cannot be created) or a name longer than this filesystem allows; both say
+    nothing about the user's disk, so the message says what is wrong with the archive.
+    """
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno in _COLLISION:
+            clash = _relative(exc.filename, root) or name
+            raise ExtractError(
+                f"{archive}: refusing member {_shown(name)}: {_shown(clash)} is both a file and a "
+                "folder in the archive (two members collide); the archive is damaged or not the "
+                "published one: delete it and fetch again, or extract it yourself into the "
+                "`extracted/` folder next to it") from exc
+        if exc.errno == errno.ENAMETOOLONG:
+            raise ExtractError(
+                f"{archive}: refusing member {_shown(name)}: its name is longer than the "
+                f"filesystem of {root.parent} allows; extract the archive yourself, with shorter "
+                "names, into the `extracted/` folder next to it") from exc
+        if exc.errno is None:  # a decompressor's complaint (gzip, bz2, lzma), not the disk's
+            raise ExtractError(f"{archive}: truncated or corrupt archive at member "
+                               f"{_shown(name)}: {exc}") from exc
+        raise
+    except (EOFError, zlib.error, tarfile.TarError, zipfile.BadZipFile) as exc:
+        raise ExtractError(f"{archive}: truncated or corrupt archive at member "
+                           f"{_shown(name)}: {exc}") from exc
+
+
+def _relative(filename, root: Path) -> str | None:
+    """``filename`` (from an ``OSError``) relative to ``root``, or None when it is not under it."""
+    if not filename:
+        return None
+    try:
+        return Path(os.fsdecode(filename)).relative_to(root).as_posix()
+    except ValueError:
+        return None
+
+
+def _check_zip_member(info: zipfile.ZipInfo, archive: Path) -> None:
+    """Refuse links, devices, encrypted members and compression methods Python cannot read,
+    before anything is written (zipfile would raise RuntimeError / NotImplementedError)."""
+    mode = info.external_attr >> 16
+    if stat.S_ISLNK(mode):
+        raise ExtractError(f"{archive}: refusing member {info.filename!r}: symbolic link")
+    if stat.S_IFMT(mode) and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise ExtractError(f"{archive}: refusing member {info.filename!r}: not a regular file")
+    if info.flag_bits & 0x1:
+        raise ExtractError(f"{archive}: member {info.filename!r} is encrypted; extract the archive "
+                           "yourself (with its password) into the `extracted/` folder next to it")
+    if info.compress_type not in _ZIP_METHODS:
+        raise ExtractError(f"{archive}: member {info.filename!r} uses zip compression method "
+                           f"{info.compress_type}, which Python cannot read; extract the archive "
+                           "yourself into the `extracted/` folder next to it")
+
+
 def _extract_zip(archive: Path, root: Path) -> None:
     with zipfile.ZipFile(archive) as zf:
         for info in zf.infolist():
             rel = _safe_relpath(info.filename, archive)
-            mode = info.external_attr >> 16
-            if stat.S_ISLNK(mode):
-                raise ExtractError(f"{archive}: refusing member {info.filename!r}: symbolic link")
-            if stat.S_IFMT(mode) and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-                raise ExtractError(f"{archive}: refusing member {info.filename!r}: not a regular file")
+            _check_zip_member(info, archive)
             target = root / rel
-            if info.is_dir():
-                target.mkdir(parents=True, exist_ok=True)
-                continue
-            with zf.open(info) as src:
-                _copy_to(src, target)
+            with _member(archive, info.filename, root):
+                if info.is_dir():
+                    target.mkdir(parents=True, exist_ok=True)
+                    continue
+                with zf.open(info) as src:
+                    _copy_to(src, target)
 
 
 def _extract_tar(archive: Path, root: Path) -> None:
@@ -113,6 +191,8 @@ def _extract_tar(archive: Path, root: Path) -> None:
             except tarfile.TarError as exc:
                 raise ExtractError(f"{archive}: corrupt tar archive: {exc}") from exc
             except (EOFError, OSError) as exc:
+                if isinstance(exc, OSError) and exc.errno is not None:
+                    raise  # the disk's fault, not the archive's: FileAccessError upstream
                 raise ExtractError(f"{archive}: truncated or corrupt archive: {exc}") from exc
             if member is None:
                 break
@@ -130,20 +210,17 @@ def _extract_tar(archive: Path, root: Path) -> None:
                 if not resolved.is_file():
                     raise ExtractError(f"{archive}: refusing member {member.name!r}: link target "
                                        f"{member.linkname!r} is not an extracted file")
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(resolved, target)  # materialise: no links in the tree
+                with _member(archive, member.name, root):
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(resolved, target)  # materialise: no links in the tree
                 continue
-            if member.isdir():
-                target.mkdir(parents=True, exist_ok=True)
-                continue
-            if not member.isfile():
+            if not (member.isdir() or member.isfile()):
                 raise ExtractError(f"{archive}: refusing member {member.name!r}: unsupported type")
-            src = tf.extractfile(member)
-            try:
-                _copy_to(src, target)
-            except (EOFError, OSError, tarfile.TarError) as exc:
-                raise ExtractError(f"{archive}: truncated or corrupt archive at member "
-                                   f"{member.name!r}: {exc}") from exc
+            with _member(archive, member.name, root):
+                if member.isdir():
+                    target.mkdir(parents=True, exist_ok=True)
+                else:
+                    _copy_to(tf.extractfile(member), target)
 
 
 RAR_TOOLS = (
@@ -195,7 +272,7 @@ def _extract_into(archive: Path, root: Path, fmt: str | None = None) -> None:
     if fmt == "zip":
         try:
             _extract_zip(archive, root)
-        except zipfile.BadZipFile as exc:
+        except (zipfile.BadZipFile, EOFError) as exc:
             raise ExtractError(f"{archive}: corrupt zip archive: {exc}") from exc
     elif fmt.startswith("tar"):
         _extract_tar(archive, root)
@@ -221,18 +298,26 @@ def extract_archive(archive: str | os.PathLike, dest: str | os.PathLike, *,
     "size", "mtime_ns"}}}``. An existing ``dest`` is replaced only on success."""
     archive = Path(archive)
     dest = Path(dest)
-    with atomic_path(dest, is_dir=True) as tmp:
-        _extract_into(archive, tmp)
+    expect_folder(dest)
+    with file_access(dest, "extract into"), atomic_path(dest, is_dir=True) as tmp:
+        with file_access(archive, "read"):
+            fmt = detect_format(archive)
+        _extract_into(archive, tmp, fmt)
         for inner_name in inner_archives:
             for inner in sorted(tmp.rglob(inner_name)):
                 _extract_into(inner, inner.parent)
                 inner.unlink()
-        files = {}
-        for p in sorted(tmp.rglob("*")):
-            if p.is_file() and not p.is_symlink():
-                st = p.stat()
-                files[p.relative_to(tmp).as_posix()] = {
-                    "sha256": file_sha256(p), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
-        manifest = {"archive": archive.name, "archive_sha256": archive_sha256, "files": files}
+        manifest = {"archive": archive.name, "archive_sha256": archive_sha256, "files": _inventory(tmp)}
         write_json(tmp / MANIFEST, manifest)
     return manifest
+
+
+def _inventory(root: Path) -> dict:
+    """relpath -> sha256, size and mtime of every extracted file (the manifest's ``files``)."""
+    files = {}
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and not p.is_symlink():
+            st = p.stat()
+            files[p.relative_to(root).as_posix()] = {
+                "sha256": file_sha256(p), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    return files

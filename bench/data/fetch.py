@@ -11,6 +11,13 @@ placed by hand) is only verified, and a missing manual archive fails with the ex
 put it at and the page to get it from. Then the archive is extracted atomically
 (:mod:`bench.data.extract`) into ``<raw_dir>/<group>/extracted``. When the registry knows no
 checksum (manual LETOR 3.0 archives) the first verified sha256 is recorded and reported.
+
+The record that an archive was verified lives in the suite's checksum cache
+(:mod:`bench.data.checksum_cache`, the one prepare uses), never beside the archive: ``raw_dir``
+may be the user's own folder, and fetch adds to it only the download and ``extracted/``.
+A file the system refuses (permission denied, a folder where the archive belongs, no space
+left for the download) is :class:`bench.errors.FileAccessError`, one line naming the path;
+only network faults count as an interrupted transfer.
 """
 
 from __future__ import annotations
@@ -28,25 +35,40 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from bench.atomic import write_json
-from bench.data.checksum_cache import cached_sha256
-from bench.data.extract import MANIFEST, extract_archive, file_sha256
+from bench.data.checksum_cache import cached_sha256, record_sha256, recorded_sha256
+from bench.data.extract import MANIFEST, extract_archive
+from bench.data.fileaccess import file_access
 from bench.data.registry import Dataset
-from bench.errors import ChecksumError, DownloadError, ExtractError, ManualDownloadRequired, TransferInterrupted
+from bench.errors import (ChecksumError, DownloadError, ExtractError, FileAccessError, ManualDownloadRequired,
+                          TransferInterrupted, UsageError)
 
 __all__ = ["ChecksumError", "DownloadError", "ManualDownloadRequired", "TransferInterrupted", "download", "fetch", "find_split_file",
            "dataset_status", "source_sha256"]
 
 _CHUNK = 1 << 20
-VERIFIED = ".verified.json"
-
-
 
 
 def _move_aside(path: Path) -> Path:
     bad = path.with_name(path.name.removesuffix(".part") + ".corrupt")
-    os.replace(path, bad)
+    with file_access(path, "move aside to " + bad.name):
+        os.replace(path, bad)
     return bad
+
+
+def _open_part(part: Path, mode: str):
+    """Open the ``.part`` file, unbuffered: a full disk then shows in :func:`_write_block`, not
+    at close (where it would pass for an interrupted transfer); the system's refusal is the
+    user's to fix, not a transfer to retry."""
+    with file_access(part, "write"):
+        return open(part, mode, buffering=0)
+
+
+def _write_block(out, block: bytes, part: Path) -> None:
+    """Append all of ``block`` (a raw write may take only part of it)."""
+    with file_access(part, "write"):
+        view = memoryview(block)
+        while view:
+            view = view[out.write(view):]
 
 
 def _open(url: str, start: int, timeout: float):
@@ -62,7 +84,8 @@ def _transfer(url: str, part: Path, size: int | None, timeout: float, progress: 
     if size is not None and start >= size:
         if start == size:
             return
-        part.unlink()  # longer than the real file: cannot be a prefix of it
+        with file_access(part, "remove"):
+            part.unlink()  # longer than the real file: cannot be a prefix of it
         start = 0
     try:
         resp = _open(url, start, timeout)
@@ -78,7 +101,7 @@ def _transfer(url: str, part: Path, size: int | None, timeout: float, progress: 
                 start, mode = 0, "wb"  # server ignored the range: start over
         length = resp.headers.get("Content-Length")
         total = size if size is not None else (start + int(length) if length else None)
-        with open(part, mode) as out, tqdm(total=total, initial=start, unit="B", unit_scale=True,
+        with _open_part(part, mode) as out, tqdm(total=total, initial=start, unit="B", unit_scale=True,
                                            unit_divisor=1024, desc=part.name.removesuffix(".part"),
                                            disable=None if progress else True,
                                            file=sys.stderr) as bar:
@@ -87,7 +110,7 @@ def _transfer(url: str, part: Path, size: int | None, timeout: float, progress: 
                 block = resp.read(_CHUNK)
                 if not block:
                     break
-                out.write(block)
+                _write_block(out, block, part)
                 received += len(block)
                 bar.update(len(block))
         if length is not None and received < int(length):
@@ -108,13 +131,16 @@ def download(url: str, dest: str | os.PathLike, sha256: str | None, size: int | 
     dest = Path(dest)
     if not url.lower().startswith(("http://", "https://")):
         raise DownloadError(f"{url}: only http:// and https:// URLs can be downloaded")
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    with file_access(dest.parent, "create the folder"):
+        dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
     attempt = 0
     while True:
         try:
             _transfer(url, part, size, timeout, progress)
             break  # the server says the file is complete; verify() judges its size
+        except FileAccessError:
+            raise  # the local disk refused: retrying would not help
         except urllib.error.HTTPError as exc:
             raise DownloadError(f"{url}: HTTP {exc.code} {exc.reason}; the link may be stale: "
                                 f"pass a mirror with --url, or download the file yourself and "
@@ -130,30 +156,24 @@ def download(url: str, dest: str | os.PathLike, sha256: str | None, size: int | 
                     "is kept: run the same command again to resume") from exc
             time.sleep(min(2.0 ** attempt * 0.1, 5.0))
     verify(part, sha256, size, md5=md5, final_name=dest)
-    os.replace(part, dest)
+    with file_access(dest, "write"):
+        os.replace(part, dest)
     return dest
 
 
 def verify(path: Path, sha256: str | None, size: int | None, *, md5: str | None = None,
            final_name: Path | None = None) -> str:
     """Check ``path``'s size and checksum; returns its sha256. On mismatch the file is moved
-    to ``<name>.corrupt`` and :class:`DownloadError` explains what was expected."""
+    to ``<name>.corrupt`` and :class:`DownloadError` explains what was expected; a file that
+    cannot be read (a folder, permission denied) is :class:`FileAccessError`."""
     shown = final_name or path
-    actual_size = path.stat().st_size
+    with file_access(shown, "read"):
+        actual_size, digest, md5_digest = _digests(path, size, md5 is not None)
     if size is not None and actual_size != size:
         bad = _move_aside(path)
         raise ChecksumError(f"{shown}: size {actual_size} bytes, expected {size} (truncated or "
                             f"wrong file); moved aside to {bad}; nothing was extracted")
-    h_sha = hashlib.sha256()
-    h_md5 = hashlib.md5() if md5 else None
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(_CHUNK), b""):
-            h_sha.update(block)
-            if h_md5 is not None:
-                h_md5.update(block)
-    digest = h_sha.hexdigest()
-    for algo, expected, actual in (("sha256", sha256, digest),
-                                   ("md5", md5, h_md5.hexdigest() if h_md5 else None)):
+    for algo, expected, actual in (("sha256", sha256, digest), ("md5", md5, md5_digest)):
         if expected is not None and actual != expected.lower():
             bad = _move_aside(path)
             raise ChecksumError(f"{shown}: {algo} mismatch: expected {expected.lower()}, got "
@@ -162,15 +182,30 @@ def verify(path: Path, sha256: str | None, size: int | None, *, md5: str | None 
     return digest
 
 
-def _record_ok(record: Path, archive: Path) -> dict | None:
-    try:
-        data = json.loads(record.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+def _digests(path: Path, size: int | None, with_md5: bool) -> tuple[int, str | None, str | None]:
+    """Size, sha256 and md5 (or None) of ``path`` in one read; no hashes when the size is
+    already wrong (no point reading gigabytes). Opened first, so that a folder in the
+    archive's place is refused by the system, never moved aside as a corrupt archive."""
+    with open(path, "rb") as fh:
+        actual = os.fstat(fh.fileno()).st_size
+        if size is not None and actual != size:
+            return actual, None, None
+        h_sha = hashlib.sha256()
+        h_md5 = hashlib.md5() if with_md5 else None
+        for block in iter(lambda: fh.read(_CHUNK), b""):
+            h_sha.update(block)
+            if h_md5 is not None:
+                h_md5.update(block)
+    return actual, h_sha.hexdigest(), (h_md5.hexdigest() if h_md5 else None)
+
+
+def _verified_sha256(ds: Dataset, archive: Path, checksum_cache) -> str | None:
+    """The archive's sha256 when the suite's cache says it was verified as it is now and the
+    registry still expects it; None means verify (again)."""
+    digest = recorded_sha256(archive, checksum_cache)
+    if digest is None or (ds.sha256 is not None and digest != ds.sha256.lower()):
         return None
-    st = archive.stat()
-    if data.get("size") == st.st_size and data.get("mtime_ns") == st.st_mtime_ns:
-        return data
-    return None
+    return digest
 
 
 def _manual_message(ds: Dataset, archive: Path) -> str:
@@ -183,12 +218,15 @@ def _manual_message(ds: Dataset, archive: Path) -> str:
 
 def fetch(ds: Dataset, raw_dir: str | os.PathLike = "resources/raw", *, url: str | None = None,
           extract: bool = True, progress: bool = True, retries: int = 3,
-          log=print) -> Path:
+          checksum_cache: str | os.PathLike | None = None, log=print) -> Path:
     """Make ``<raw_dir>/<group>/extracted`` hold the verified, extracted archive of ``ds``.
 
     ``url`` overrides the registry's URLs (a mirror; the registry size and checksum still
     apply). Returns the extracted directory. Idempotent: a verified archive is not re-hashed
-    and an up-to-date extraction is not repeated.
+    (its record is in ``checksum_cache``, the suite's folder: the CLI passes
+    ``results/cache/source-sha256``; None: verified on every call) and an up-to-date
+    extraction is not repeated. Nothing but the download and ``extracted/`` is written under
+    ``raw_dir``.
     """
     if ds.synthetic:
         raise DownloadError(f"{ds.name} is generated locally; nothing to fetch "
@@ -198,47 +236,54 @@ def fetch(ds: Dataset, raw_dir: str | os.PathLike = "resources/raw", *, url: str
     if ds.archive is None:
         raise DownloadError(f"{ds.name}: the registry names no archive")
     archive = group / ds.archive
-    record = group / VERIFIED
-    info = _record_ok(record, archive) if archive.exists() else None
-    if info is None:
-        if archive.exists():
-            log(f"verifying {archive} ...")
-            digest = verify(archive, ds.sha256, ds.size, md5=ds.md5)
-        else:
+    digest = _verified_sha256(ds, archive, checksum_cache)
+    if digest is None:
+        if not archive.exists():
             urls = (url,) if url else (() if ds.manual else ds.urls)
             if not urls:
                 if (extracted / MANIFEST).exists() or _has_files(extracted):
                     return extracted  # tree extracted by hand
                 raise ManualDownloadRequired(_manual_message(ds, archive))
-            errors = []
-            for u in urls:
-                try:
-                    log(f"downloading {u} -> {archive}")
-                    download(u, archive, ds.sha256, ds.size, md5=ds.md5, retries=retries,
-                             progress=progress)
-                    break
-                except (ChecksumError, TransferInterrupted):
-                    raise  # a mirror would not fix a bad file; a resume needs the same URL
-                except DownloadError as exc:
-                    errors.append(str(exc))
-            else:
-                raise DownloadError("; ".join(errors) + "\n" + _manual_message(ds, archive))
-            digest = file_sha256(archive)
+            _download_any(ds, urls, archive, retries=retries, progress=progress, log=log)
+        else:
+            log(f"verifying {archive} ...")
+        digest = _verify_and_record(ds, archive, checksum_cache)
         if ds.sha256 is None and ds.md5 is None:
             log(f"{archive}: the registry has no checksum for {ds.name}; recorded sha256 {digest}")
-        st = archive.stat()
-        write_json(record, {"archive": archive.name, "sha256": digest, "size": st.st_size,
-                            "mtime_ns": st.st_mtime_ns})
-        info = {"sha256": digest}
     if not extract:
         return extracted
     manifest = _read_manifest(extracted)
-    if manifest is None or manifest.get("archive_sha256") != info["sha256"]:
+    if manifest is None or manifest.get("archive_sha256") != digest:
         log(f"extracting {archive.name} -> {extracted}")
         manifest = extract_archive(archive, extracted, inner_archives=ds.inner_archives,
-                                   archive_sha256=info["sha256"])
+                                   archive_sha256=digest)
     _check_known_files(ds, extracted, manifest)
     return extracted
+
+
+def _download_any(ds: Dataset, urls, archive: Path, *, retries: int, progress: bool, log) -> None:
+    """Download ``archive`` from the first of ``urls`` that serves it (verified)."""
+    errors = []
+    for u in urls:
+        try:
+            log(f"downloading {u} -> {archive}")
+            download(u, archive, ds.sha256, ds.size, md5=ds.md5, retries=retries, progress=progress)
+            return
+        except (ChecksumError, TransferInterrupted):
+            raise  # a mirror would not fix a bad file; a resume needs the same URL
+        except DownloadError as exc:
+            errors.append(str(exc))
+    raise DownloadError("; ".join(errors) + "; " + _manual_message(ds, archive))
+
+
+def _verify_and_record(ds: Dataset, archive: Path, checksum_cache) -> str:
+    """Verify ``archive`` against the registry and record its sha256 in the suite's cache
+    (stat taken before the read: an archive replaced meanwhile is verified again next time)."""
+    with file_access(archive, "read"):
+        st = archive.stat()
+    digest = verify(archive, ds.sha256, ds.size, md5=ds.md5)
+    record_sha256(archive, checksum_cache, digest, st)
+    return digest
 
 
 def _has_files(path: Path) -> bool:
@@ -272,13 +317,14 @@ def _matches(relpath: str, pattern: str) -> bool:
 
 def find_split_file(ds: Dataset, raw_dir: str | os.PathLike, fold: str, split: str) -> Path | None:
     """The extracted file of ``split`` in ``fold``; None when the registry has no such split
-    (Istella full: no vali). Errors list what was found when the tree lacks it."""
+    (Istella full: no vali). A missing tree or file is :class:`UsageError` (one line from
+    ``ltr-bench prepare``) listing what was found."""
     patterns = ds.split_patterns(fold, split)
     if not patterns:
         return None
     extracted = Path(raw_dir) / ds.raw_group / "extracted"
     if not extracted.is_dir():
-        raise FileNotFoundError(
+        raise UsageError(
             f"{extracted}: not there; run `ltr-bench fetch {ds.name}` first"
             + (f" ({_manual_message(ds, Path(raw_dir) / ds.raw_group / (ds.archive or '?'))})"
                if ds.manual else ""))
@@ -294,8 +340,9 @@ def find_split_file(ds: Dataset, raw_dir: str | os.PathLike, fold: str, split: s
                 break
     if len(hits) != 1:
         what = "no file" if not hits else f"{len(hits)} files ({', '.join(hits[:5])})"
-        raise FileNotFoundError(f"{extracted}: {what} matches {' or '.join(patterns)} for "
-                                f"{ds.name} {fold} {split}")
+        raise UsageError(f"{extracted}: {what} matches {' or '.join(patterns)} for "
+                         f"{ds.name} {fold} {split}; check the tree under {extracted}, or "
+                         f"delete it and run `ltr-bench fetch {ds.name}` again")
     return extracted / hits[0]
 
 
@@ -316,9 +363,11 @@ def source_sha256(path: Path, cache_dir: str | os.PathLike | None = None) -> str
     return cached_sha256(path, cache_dir)
 
 
-def dataset_status(ds: Dataset, raw_dir: str | os.PathLike, prepared_dir: str | os.PathLike) -> str:
+def dataset_status(ds: Dataset, raw_dir: str | os.PathLike, prepared_dir: str | os.PathLike,
+                   checksum_cache: str | os.PathLike | None = None) -> str:
     """``prepared`` | ``verified`` | ``downloaded`` | ``missing`` (``generated`` for synthetic
-    data not yet prepared). Cheap: reads only small records, never hashes archives."""
+    data not yet prepared). Cheap: reads only small records (the archive's in
+    ``checksum_cache``, as :func:`fetch` wrote it), never hashes archives."""
     prepared = Path(prepared_dir) / ds.name
     if prepared.is_dir() and any(prepared.glob("*/meta.json")):
         return "prepared"
@@ -327,7 +376,7 @@ def dataset_status(ds: Dataset, raw_dir: str | os.PathLike, prepared_dir: str | 
     group = Path(raw_dir) / ds.raw_group
     archive = group / (ds.archive or "")
     if ds.archive and archive.is_file():
-        return "verified" if _record_ok(group / VERIFIED, archive) else "downloaded"
+        return "verified" if _verified_sha256(ds, archive, checksum_cache) else "downloaded"
     if (group / "extracted" / MANIFEST).exists() or _has_files(group / "extracted"):
         return "verified" if (group / "extracted" / MANIFEST).exists() else "downloaded"
     if archive.with_name(archive.name + ".part").exists():

@@ -79,7 +79,9 @@ from bench.data.prepared import (  # re-exported: the reader lives apart (light 
     load_prepared,
     save_prepared,
 )
+from bench.data.fileaccess import expect_folder, file_access
 from bench.data.synthetic import PRESETS, generate_synthetic
+from bench.errors import ConfigError
 from bench.seeds import derive_seed
 
 __all__ = ["DEFAULT_OPTIONS", "FORMAT_VERSION", "PreparedFold", "Split", "load_prepared",
@@ -101,41 +103,42 @@ SYNTHETIC_OPTIONS: dict = {
 
 
 def resolve_options(options: dict | None, synthetic: bool) -> dict:
-    """Defaults filled in and every key checked; errors name the offending key."""
+    """Defaults filled in and every key checked; a bad one is :class:`ConfigError` (a
+    ``ValueError``) naming the key, one line from ``ltr-bench prepare``."""
     options = dict(options or {})
     known = dict(DEFAULT_OPTIONS, **(SYNTHETIC_OPTIONS if synthetic else {}))
     unknown = sorted(set(options) - set(known))
     if unknown:
-        raise ValueError(f"unknown option key(s) {unknown}; known: {sorted(known)}")
+        raise ConfigError(f"unknown option key(s) {unknown}; known: {sorted(known)}")
     out = {**known, **options}
     if out["normalize"] not in NORMALIZE:
-        raise ValueError(f"option 'normalize' must be one of {list(NORMALIZE)}, got {out['normalize']!r}")
+        raise ConfigError(f"option 'normalize' must be one of {list(NORMALIZE)}, got {out['normalize']!r}")
     if out["clip"] is not None and not (isinstance(out["clip"], (int, float)) and out["clip"] > 0):
-        raise ValueError(f"option 'clip' must be null or a positive number, got {out['clip']!r}")
+        raise ConfigError(f"option 'clip' must be null or a positive number, got {out['clip']!r}")
     if not (isinstance(out["vali_fraction"], (int, float)) and 0 < out["vali_fraction"] < 1):
-        raise ValueError(f"option 'vali_fraction' must be in (0, 1), got {out['vali_fraction']!r}")
+        raise ConfigError(f"option 'vali_fraction' must be in (0, 1), got {out['vali_fraction']!r}")
     nv = out["null_value"]
     if not (isinstance(nv, (int, float)) or nv == "nan"):
-        raise ValueError(f"option 'null_value' must be a number or \"nan\", got {nv!r}")
+        raise ConfigError(f"option 'null_value' must be a number or \"nan\", got {nv!r}")
     lc = out["log1p_columns"]
     if lc != "auto" and not (isinstance(lc, list) and all(isinstance(i, int) and i >= 1 for i in lc)):
-        raise ValueError(f"option 'log1p_columns' must be \"auto\" or a list of 1-based feature "
+        raise ConfigError(f"option 'log1p_columns' must be \"auto\" or a list of 1-based feature "
                          f"indices, got {lc!r}")
     for key in ("arf_min_docs", "arf_max_docs", "arf_min_positive", "seed"):
         if not isinstance(out[key], int) or isinstance(out[key], bool) or out[key] < 0:
-            raise ValueError(f"option {key!r} must be a non-negative integer, got {out[key]!r}")
+            raise ConfigError(f"option {key!r} must be a non-negative integer, got {out[key]!r}")
     for key in ("arf_filter", "arf_replace"):
         if not isinstance(out[key], bool):
-            raise ValueError(f"option {key!r} must be true or false, got {out[key]!r}")
+            raise ConfigError(f"option {key!r} must be true or false, got {out[key]!r}")
     if not set(out["arf_splits"]) <= set(SPLITS):
-        raise ValueError(f"option 'arf_splits' must list splits of {list(SPLITS)}, got {out['arf_splits']!r}")
+        raise ConfigError(f"option 'arf_splits' must list splits of {list(SPLITS)}, got {out['arf_splits']!r}")
     if synthetic:
         if out["preset"] is not None and out["preset"] not in PRESETS:
-            raise ValueError(f"option 'preset': unknown {out['preset']!r}; known: {sorted(PRESETS)}")
+            raise ConfigError(f"option 'preset': unknown {out['preset']!r}; known: {sorted(PRESETS)}")
         if out["preset"] is None:
             for key in ("n_queries", "list_length", "n_features"):
                 if out[key] is None:
-                    raise ValueError(f"option {key!r} is required for synthetic data without a preset")
+                    raise ConfigError(f"option {key!r} is required for synthetic data without a preset")
     return out
 
 
@@ -244,7 +247,7 @@ def _normalize(splits: dict, o: dict, raw_stats: dict) -> dict:
         return {}
     for name, sp in splits.items():
         if not np.isfinite(sp["features"]).all():
-            raise ValueError(f"option 'normalize'={how!r}: split {name} has non-finite features "
+            raise ConfigError(f"option 'normalize'={how!r}: split {name} has non-finite features "
                              f"(inf from DBL_MAX values, or NaN); set option 'clip' (e.g. 1e30) "
                              f"or 'null_value'")
     if how == "signlog1p":
@@ -273,7 +276,7 @@ def _normalize(splits: dict, o: dict, raw_stats: dict) -> dict:
             cols = np.asarray(o["log1p_columns"], dtype=np.int64) - 1
             n_f = splits["train"]["features"].shape[1]
             if cols.size and cols.max() >= n_f:
-                raise ValueError(f"option 'log1p_columns': index {int(cols.max()) + 1} > n_features={n_f}")
+                raise ConfigError(f"option 'log1p_columns': index {int(cols.max()) + 1} > n_features={n_f}")
         for sp in splits.values():
             x = sp["features"]
             x[:, cols] = np.log1p(np.maximum(x[:, cols], 0.0))
@@ -326,7 +329,8 @@ def _file_splits(ds: reg.Dataset | None, files: dict, o: dict) -> dict:
     label_range = ds.label_range if ds is not None else None
     parsed = {}
     for split, path in files.items():
-        X, y, qid = read_svmlight(path, n_features, label_range=label_range, null_value=null_value)
+        with file_access(path, "read"):  # unreadable, a folder: one line naming the file
+            X, y, qid = read_svmlight(path, n_features, label_range=label_range, null_value=null_value)
         qids, offsets = _offsets(qid)
         parsed[split] = {"features": X, "labels": y, "qids": qids, "offsets": offsets}
     width = max(sp["features"].shape[1] for sp in parsed.values())
@@ -334,6 +338,15 @@ def _file_splits(ds: reg.Dataset | None, files: dict, o: dict) -> dict:
         if sp["features"].shape[1] < width:
             sp["features"] = np.pad(sp["features"], ((0, 0), (0, width - sp["features"].shape[1])))
     return parsed
+
+
+def _source_sha256(path: Path, checksum_cache) -> str:
+    """The source file's sha256 (:func:`bench.data.fetch.source_sha256`); a file the system
+    will not let us read is a one-line :class:`bench.errors.FileAccessError` naming it."""
+    from bench.data.fetch import source_sha256  # only for file-based data
+
+    with file_access(path, "read"):
+        return source_sha256(path, checksum_cache)
 
 
 def prepare_fold(source: str, fold: str, out: str | os.PathLike, options: dict | None = None, *,
@@ -350,6 +363,7 @@ def prepare_fold(source: str, fold: str, out: str | os.PathLike, options: dict |
     """
     registry = reg.REGISTRY if registry is None else registry
     out = Path(out)
+    expect_folder(out)  # before minutes of parsing, not after
     ds = registry.get(source)
     if ds is None and files is None:
         raise KeyError(f"unknown dataset {source!r}; known: {', '.join(sorted(registry))}")
@@ -360,7 +374,7 @@ def prepare_fold(source: str, fold: str, out: str | os.PathLike, options: dict |
     if synthetic:
         sources = {"generator": {k: o[k] for k in SYNTHETIC_OPTIONS}, "seed": o["seed"]}
     else:
-        from bench.data.fetch import find_split_file, source_sha256  # only for file-based data
+        from bench.data.fetch import find_split_file  # only for file-based data
 
         if files is None:
             files = {}
@@ -370,8 +384,8 @@ def prepare_fold(source: str, fold: str, out: str | os.PathLike, options: dict |
                     files[split] = path
         files = {s: Path(p) for s, p in files.items()}
         if "train" not in files or "test" not in files:
-            raise ValueError(f"{source} {fold}: need at least train and test files, got {sorted(files)}")
-        sources = {s: {"file": p.name, "sha256": source_sha256(p, checksum_cache)} for s, p in files.items()}
+            raise ConfigError(f"{source} {fold}: need at least train and test files, got {sorted(files)}")
+        sources = {s: {"file": p.name, "sha256": _source_sha256(p, checksum_cache)} for s, p in files.items()}
     key_obj = {"format_version": FORMAT_VERSION, "dataset": source, "fold": fold,
                "sources": sources, "options": o}
     cache_key = hashlib.sha256(json.dumps(key_obj, sort_keys=True).encode()).hexdigest()
@@ -397,7 +411,7 @@ def prepare_fold(source: str, fold: str, out: str | os.PathLike, options: dict |
             rng = np.random.default_rng(derive_seed(source, fold, "arf", split, o["seed"]))
             splits[split] = _arf(splits[split], o, rng)
     if splits["train"]["labels"].size == 0:
-        raise ValueError(f"{source} {fold}: no training documents left after filtering "
+        raise ConfigError(f"{source} {fold}: no training documents left after filtering "
                          f"(options {o})")
     raw_stats = _moments(splits["train"]["features"])
     normalization = _normalize(splits, o, raw_stats)
@@ -421,7 +435,8 @@ def prepare_fold(source: str, fold: str, out: str | os.PathLike, options: dict |
         "normalization": normalization, "cache_key": cache_key, "fingerprint": fingerprint,
         "prepare_seconds": round(time.perf_counter() - t0, 3),
     }
-    save_prepared(out, splits, meta)
+    with file_access(out, "write"):  # not writable, no space left: one line, nothing half-written
+        save_prepared(out, splits, meta)
     counts = ", ".join(f"{s}: {meta['splits'][s]['n_queries']} queries" for s in SPLITS)
     log(f"prepared {source} {fold} -> {out} ({counts})")
     return load_prepared(out)

@@ -6,10 +6,13 @@ lives inside it, and what the parsed arrays must look like. Storage on disk::
 
     <raw_dir>/<group>/<archive>            the verified archive (datasets sharing one
                                            archive, e.g. yahoo-set1/2, share a group)
-    <raw_dir>/<group>/.verified.json       size, sha256 and mtime of the verified archive
     <raw_dir>/<group>/extracted/           the extracted tree (+ .manifest.json with the
                                            sha256 of every file); a tree extracted by hand
                                            there is used as is
+
+That the archive was verified is recorded in the suite's checksum cache
+(:mod:`bench.data.checksum_cache`, default ``results/cache/source-sha256``), not under
+``raw_dir``, which may be the user's own folder.
 
 Split files are located by *patterns*: a pattern is a relative path (``{fold}`` substituted)
 whose components are matched, case-insensitively and with shell wildcards, against the last
@@ -32,6 +35,8 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from bench.errors import ConfigError, UsageError
 
 __all__ = ["Dataset", "REGISTRY", "get", "load_registry", "names"]
 
@@ -84,11 +89,12 @@ class Dataset:
         return tuple(p.format(fold=fold) for p in self.splits.get(split, ()))
 
     def canonical_fold(self, fold: str) -> str:
-        """The registry spelling of ``fold`` (case-insensitive); KeyError lists the folds."""
+        """The registry spelling of ``fold`` (case-insensitive); an unknown fold is a
+        :class:`UsageError` listing the folds (one line from ``ltr-bench prepare``)."""
         for f in self.folds:
             if f.lower() == str(fold).lower():
                 return f
-        raise KeyError(f"dataset {self.name!r} has no fold {fold!r}; folds: {', '.join(self.folds)}")
+        raise UsageError(f"dataset {self.name!r} has no fold {fold!r}; folds: {', '.join(self.folds)}")
 
 
 def _std(train: str, vali: str | None, test: str) -> dict[str, tuple[str, ...]]:
@@ -218,7 +224,8 @@ def _coerce(fields: dict) -> dict:
 
 def load_registry(path: str | os.PathLike | None = None,
                   base: dict[str, Dataset] | None = None) -> dict[str, Dataset]:
-    """The built-in registry with the entries of the JSON file ``path`` applied on top.
+    """The built-in registry with the entries of the JSON file ``path`` applied on top; a bad
+    file is :class:`bench.errors.ConfigError` (a ``ValueError``) naming it and the entry.
 
     The file holds ``{name: {field: value, ...}, ...}``; a known name is updated field by field
     (e.g. only ``urls``, ``size`` and ``sha256`` for a mirror), a new name must give all
@@ -231,22 +238,22 @@ def load_registry(path: str | os.PathLike | None = None,
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path}: cannot read registry override: {exc}") from exc
+        raise ConfigError(f"{path}: cannot read registry override: {exc}") from exc
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: registry override must be a JSON object of name -> fields")
+        raise ConfigError(f"{path}: registry override must be a JSON object of name -> fields")
     known = {f.name for f in dataclasses.fields(Dataset)}
     for name, fields in data.items():
         if not isinstance(fields, dict):
-            raise ValueError(f"{path}: entry {name!r} must be an object")
+            raise ConfigError(f"{path}: entry {name!r} must be an object")
         unknown = sorted(set(fields) - known)
         if unknown:
-            raise ValueError(f"{path}: entry {name!r}: unknown field(s) {unknown}; known: {sorted(known)}")
+            raise ConfigError(f"{path}: entry {name!r}: unknown field(s) {unknown}; known: {sorted(known)}")
         fields = _coerce(fields)
         try:
             reg[name] = (dataclasses.replace(reg[name], **fields) if name in reg
                          else Dataset(name=name, **{k: v for k, v in fields.items() if k != "name"}))
         except TypeError as exc:
-            raise ValueError(f"{path}: entry {name!r}: {exc}") from exc
+            raise ConfigError(f"{path}: entry {name!r}: {exc}") from exc
     return reg
 
 

@@ -46,6 +46,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from bench.data.registry import REGISTRY
+from bench.errors import ConfigError
 
 __all__ = ["PRESETS", "generate_synthetic", "query_lengths", "split_lengths"]
 
@@ -80,13 +81,13 @@ def query_lengths(n_queries: int, list_length, rng: np.random.Generator,
         lo, hi = int(list_length["min"]), int(list_length["max"])
         lengths = rng.integers(lo, hi + 1, size=n_queries, dtype=np.int64)
     else:
-        raise ValueError(f"list_length must be an int, (lo, hi) or a dict with dist lognormal|"
+        raise ConfigError(f"list_length must be an int, (lo, hi) or a dict with dist lognormal|"
                          f"uniform, got {list_length!r}")
     if lo < 1:
-        raise ValueError(f"list lengths must be >= 1, got minimum {lo}")
+        raise ConfigError(f"list lengths must be >= 1, got minimum {lo}")
     if total_docs is not None:
         if not lo * n_queries <= total_docs <= hi * n_queries:
-            raise ValueError(f"total_docs={total_docs} impossible for {n_queries} queries with "
+            raise ConfigError(f"total_docs={total_docs} impossible for {n_queries} queries with "
                              f"lengths in [{lo}, {hi}]")
         lengths = np.clip(np.rint(lengths * (total_docs / lengths.sum())), lo, hi).astype(np.int64)
         while (diff := int(total_docs - lengths.sum())) != 0:
@@ -101,13 +102,13 @@ def _draw(rng: np.random.Generator, dist: str, shape) -> np.ndarray:
         return rng.standard_normal(shape, dtype=np.float32)
     if dist == "uniform":
         return rng.random(shape, dtype=np.float32) * 2.0 - 1.0
-    raise ValueError(f"distribution must be 'normal' or 'uniform', got {dist!r}")
+    raise ConfigError(f"distribution must be 'normal' or 'uniform', got {dist!r}")
 
 
 def _sizes(n_queries, list_length, preset, total_docs, split):
     """``(preset parameters, n_queries, list_length, total_docs)`` as the generator resolves them."""
     if preset is not None and preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; known: {sorted(PRESETS)}")
+        raise ConfigError(f"unknown preset {preset!r}; known: {sorted(PRESETS)}")
     p = dict(PRESETS[preset]) if preset is not None else {}
     if preset is not None:
         q_default, d_default = p["split_sizes"][split]
@@ -115,7 +116,7 @@ def _sizes(n_queries, list_length, preset, total_docs, split):
         total_docs = (d_default if n_queries == q_default else None) if total_docs is None else total_docs
     list_length = p.get("list_length") if list_length is None else list_length
     if n_queries is None or list_length is None:
-        raise ValueError("n_queries, list_length and n_features are required without a preset")
+        raise ConfigError("n_queries, list_length and n_features are required without a preset")
     return p, n_queries, list_length, total_docs
 
 
@@ -153,16 +154,16 @@ def generate_synthetic(n_queries: int | None = None, list_length=None, n_feature
     empty_fraction = p.get("empty_fraction", 0.0) if empty_fraction is None else empty_fraction
     label_probs = p.get("label_probs") if label_probs is None else label_probs
     if n_features is None:
-        raise ValueError("n_queries, list_length and n_features are required without a preset")
+        raise ConfigError("n_queries, list_length and n_features are required without a preset")
     if n_query_features is None:
         n_query_features = max(1, min(5, n_features // 2))
     m_q = int(n_query_features)
     m_d = int(n_features) - m_q
     if m_q < 1 or m_d < m_q:
-        raise ValueError(f"need 1 <= n_query_features <= n_features - n_query_features, got "
+        raise ConfigError(f"need 1 <= n_query_features <= n_features - n_query_features, got "
                          f"n_query_features={m_q}, n_features={n_features}")
     if columns not in ("shared", "per_query"):
-        raise ValueError(f"columns must be 'shared' or 'per_query', got {columns!r}")
+        raise ConfigError(f"columns must be 'shared' or 'per_query', got {columns!r}")
     rng = np.random.default_rng(seed)
     task_rng = np.random.default_rng(seed if task_seed is None else task_seed)
 

@@ -123,18 +123,21 @@ def test_mslr_zip_download_extract_and_parse(server, tmp_path, rng):
     data = _mslr_zip(rng)
     server.files["/mslr.zip"] = data
     ds = _entry("mslr-web30k", server.url + "/mslr.zip", data)
-    out = fetch(ds, tmp_path, progress=False, log=lambda m: None)
+    cache = tmp_path / "cache"
+    out = fetch(ds, tmp_path, progress=False, checksum_cache=cache, log=lambda m: None)
     assert out == tmp_path / "mslr-web30k" / "extracted"
     assert (tmp_path / "mslr-web30k" / "MSLR-WEB30K.zip").read_bytes() == data
+    assert sorted(p.name for p in (tmp_path / "mslr-web30k").iterdir()) == ["MSLR-WEB30K.zip", "extracted"]
     manifest = json.loads((out / ".manifest.json").read_text())
     assert len(manifest["files"]) == 15 and manifest["archive_sha256"] == ds.sha256
     for fold in ("Fold1", "Fold5"):
         X, y, q = read_svmlight(find_split_file(ds, tmp_path, fold, "vali"), 136, label_range=(0, 4))
         assert X.shape[1] == 136
-    assert dataset_status(ds, tmp_path, tmp_path / "prepared") == "verified"
+    assert dataset_status(ds, tmp_path, tmp_path / "prepared", cache) == "verified"
+    assert dataset_status(ds, tmp_path, tmp_path / "prepared") == "downloaded"  # no record without the cache
     # second fetch: nothing downloaded again
     n = len(server.requests)
-    fetch(ds, tmp_path, progress=False, log=lambda m: None)
+    fetch(ds, tmp_path, progress=False, checksum_cache=cache, log=lambda m: None)
     assert len(server.requests) == n
 
 
@@ -352,7 +355,8 @@ def test_rar_tool_output_with_outside_link_is_refused(tmp_path, monkeypatch):
     assert not (tmp_path / "x").exists()
 
 
-def test_cli_fetch_with_registry_override_and_mirror(server, tmp_path, rng, capsys):
+def test_cli_fetch_with_registry_override_and_mirror(server, tmp_path, rng, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the default --checksum-cache is relative: results/cache/source-sha256
     data = _mslr_zip(rng)
     server.files["/mirror/MSLR-WEB10K.zip"] = data
     override = tmp_path / "reg.json"
@@ -370,6 +374,7 @@ def test_cli_fetch_with_registry_override_and_mirror(server, tmp_path, rng, caps
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if x.startswith("mslr-web10k"))
     assert rc == 0 and "verified" in line
+    assert len(list((tmp_path / "results" / "cache" / "source-sha256").glob("*.json"))) == 1  # the record
     assert "missing" in next(x for x in out.splitlines() if x.startswith("mslr-web30k"))
     # a 404 through the CLI is a user error with exit status 2
     rc = cli_main(["fetch", "mslr-web10k", "--raw-dir", str(tmp_path / "raw2"),

@@ -16,7 +16,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ["Snakefile", "README.md", "bench", "tests", "config", "workflows", "docs", "examples", "scripts", ".ci"]
 SUFFIXES = {".py", ".yaml", ".yml", ".smk", ".md", ".rst", ".toml", ".sh", ""}
-DOC = re.compile(r"""docs/([\w-]+\.md)`{0,2}(?:,?\s*\(?\s*(?:section\s+)?["']([^"'\n]+)["'])?""")
+# the quoted section follows a comma or a space (a possessive "md's" is not a section)
+DOC = re.compile(r"""docs/([\w-]+\.md)`{0,2}(?:(?:,\s*|\s+)\(?\s*(?:section\s+)?["']([^"'\n]+)["'])?""")
 LINK = re.compile(r"\]\(([\w./-]+\.md)(?:#[\w-]+)?\)")
 
 

@@ -28,6 +28,7 @@ from typing import Any, Iterable
 import jsonschema
 import yaml
 
+from bench.config import kinds, schema
 from bench.config.schema import ROOT, SCHEMA_PATH, StudyValidator, _key, deepest_error, describe, load_schema  # noqa: F401
 from bench.config.plan import (compare_method_name, dataset_convention, merged_model, method_kind, resolve_role,
                                table_datasets)
@@ -36,23 +37,37 @@ from bench.errors import ConfigError
 DEFAULT_CONFIG = ROOT / "config" / "default.yaml"
 
 
-# the keys that make a method entry of each kind (schema `method`: exactly one kind per entry)
-METHOD_KIND_KEYS = {
-    "neural": ("loss", "model", "train"),
-    "GBDT": ("gbdt", "objective", "num_trees", "early_stopping_rounds"),
-    "linear": ("linear", "penalties"),
-}
+def method_kind_keys() -> dict[str, tuple[list[str], list[str]]]:
+    """Per branch of the schema's ``method.oneOf`` (one per method kind, named by the run kind
+    whose method key it requires): ``(required keys, keys no other branch may carry)``.
+
+    >>> method_kind_keys()["gbdt"]
+    (['gbdt', 'objective'], ['gbdt', 'objective', 'num_trees', 'early_stopping_rounds'])
+    """
+    method = schema.definition("method")
+    branches = method["oneOf"]
+    banned = [{k for alt in b.get("not", {}).get("anyOf", []) for k in alt.get("required", [])} for b in branches]
+    out = {}
+    for i, branch in enumerate(branches):
+        own = [k for k in method["properties"]
+               if k not in banned[i] and all(k in banned[j] for j in range(len(branches)) if j != i)]
+        name = next(n for n, kind in kinds.RUN_KINDS.items()
+                    if kind.protocol_key is None and kind.method_key in branch["required"])
+        out[name] = (list(branch["required"]), own)
+    return out
 
 
 def _method_kinds_message(where: str, entry: dict[str, Any]) -> str | None:
     """A method entry with keys of several kinds (or of none): say which keys clash."""
-    found = {kind: [k for k in keys if k in entry] for kind, keys in METHOD_KIND_KEYS.items()}
+    kinds_keys = method_kind_keys()
+    found = {kind: [k for k in own if k in entry] for kind, (_, own) in kinds_keys.items()}
     found = {kind: keys for kind, keys in found.items() if keys}
     if len(found) < 2:
         return None
     clash = "; ".join(f"{kind}: {', '.join(keys)}" for kind, keys in found.items())
-    return (f"config key '{where}': mixes keys of several method kinds ({clash}); a method is neural "
-            "(loss), GBDT (gbdt + objective) or linear (linear: least_squares)")
+    forms = [f"{kind} ({' + '.join(required)})" for kind, (required, _) in kinds_keys.items()]
+    return (f"config key '{where}': mixes keys of several method kinds ({clash}); a method is "
+            f"{', '.join(forms[:-1])} or {forms[-1]}")
 
 
 def _describe(error: jsonschema.ValidationError) -> str:

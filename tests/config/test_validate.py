@@ -126,7 +126,7 @@ def test_sinkprop_protocol_and_linear_method_references(default_raw):
     raw["protocols"]["letor"]["model"]["hidden"] = [16]
     assert "protocols.letor.model': the SinkProp protocol" in _error(raw)
     for extra, clash in (({"loss": "rmse"}, "neural: loss"), ({"train": {"lr": 0.1}}, "neural: train"),
-                         ({"num_trees": 3}, "GBDT: num_trees")):
+                         ({"num_trees": 3}, "gbdt: num_trees")):
         raw = copy.deepcopy(default_raw)
         raw["methods"]["linear_regression"].update(extra)
         message = _error(raw)

@@ -1,5 +1,5 @@
 # ltr-bench: the whole study as one DAG. Rules live in workflows/, one file per stage:
-# data -> train / gbdt / linear -> evaluate -> stats -> tables; figures, perf, compare (+ freeze), report.
+# data -> train / gbdt / linear (one rule per run kind's rule, workflows/train.smk) -> evaluate -> stats -> tables; figures, perf, compare (+ freeze), report.
 # The embedded default profile is config/default.yaml; `--configfile config/paper.yaml` is
 # merged over it (see docs/configuration.md).
 configfile: "config/default.yaml"
@@ -9,8 +9,6 @@ include: "workflows/common.smk"
 include: "workflows/cluster.smk"
 include: "workflows/data.smk"
 include: "workflows/train.smk"
-include: "workflows/gbdt.smk"
-include: "workflows/linear.smk"
 include: "workflows/evaluate.smk"
 include: "workflows/stats.smk"
 include: "workflows/tables.smk"

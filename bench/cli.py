@@ -16,12 +16,13 @@ import argparse
 import importlib
 import sys
 
+from bench.config.kinds import rules as run_rules
 from bench.errors import BenchError
 
 # module -> the sub-commands it registers (listed so `--help` works without importing all)
 STAGES: dict[str, tuple[str, ...]] = {
     "bench.data.cli": ("datasets", "fetch", "prepare", "synthetic"),
-    "bench.training.cli": ("train", "gbdt", "linear"),
+    "bench.training.cli": run_rules(),  # one command per rule of the run kinds (bench.config.kinds)
     "bench.evaluate": ("evaluate", "export-scores"),
     "bench.curves": ("loss-curves",),
     "bench.stats": ("stats",),

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from snakemake.utils import min_version
 
-from bench.config import plan
+from bench.config import kinds, plan
 from bench.config.validate import validate_config
 from bench.errors import ConfigError
 
@@ -46,9 +46,8 @@ def _alternatives(names):
 
 
 _sorted_json = lambda obj: json.dumps(obj, sort_keys=True)
-GBDT_METHODS = _alternatives(plan.method_names(config, gbdt=True))
-NEURAL_METHODS = _alternatives(plan.method_names(config, gbdt=False))
-LINEAR_METHODS = _alternatives(plan.method_names(config, kind="linear"))
+# the methods of each run kind's rule, as wildcard constraints (bench.config.kinds)
+RULE_METHODS = {name: _alternatives(plan.method_names(config, rule=name)) for name in kinds.rules()}
 
 # targets and shared arguments
 table_outputs = _planned(plan.table_outputs)
@@ -79,6 +78,10 @@ def prepare_options(wildcards):
 def run_config_json(wildcards):
     run = _planned(plan.run_config)(wildcards.experiment, wildcards.dataset, wildcards.method)
     return json.dumps(run, indent=2, sort_keys=True) + "\n"
+
+
+def run_command(wildcards):
+    return _planned(plan.run_rule)(wildcards.experiment, wildcards.method)
 
 
 def evaluated_runs(wildcards):

@@ -1,5 +1,8 @@
-# Neural training: one job per (experiment, dataset, fold, method, seed); runs shared by
-# several tables of the same experiment protocol are trained once.
+# Runs: one job per (experiment, dataset, fold, method, seed); runs shared by several tables of
+# the same experiment protocol are trained once. One rule, `run`, for every run kind
+# (bench.config.kinds.RUN_KINDS), used once per kind's rule: `train` (neural methods, SinkProp's
+# own protocol), `gbdt` (LightGBM, XGBoost), `linear` (least squares). The rule names are what
+# the cost models, the cluster sizes and bench.config.jobs know; each runs `ltr-bench <rule>`.
 
 
 localrules:
@@ -22,7 +25,9 @@ rule run_config:
         "printf '%s' {params.text:q} > {output}.tmp 2> {log} && mv {output}.tmp {output}"
 
 
-rule train:
+# the template: it matches no method itself; each `use rule run as <rule>` below runs the
+# methods of its kinds (same outputs, log, benchmark and shell for every run kind)
+rule run:
     input:
         prepared=PREPARED,
         config=RUN_CONFIG,
@@ -39,21 +44,44 @@ rule train:
         # never from `{threads}`: Snakemake caps that at --cores and a profile's set-threads
         # changes it, and CPU results depend on torch's thread count
         compute_threads=config["threads"],
+        # `ltr-bench <rule>`: the rule of the method's run kind (bench.config.plan.run_rule)
+        command=run_command,
     wildcard_constraints:
-        method=NEURAL_METHODS,
+        method="(?!)",
     log:
         "results/logs/runs/{experiment}/{dataset}/{fold}/{method}/seed{seed}.log",
     benchmark:
         "results/benchmarks/runs/{experiment}/{dataset}/{fold}/{method}/seed{seed}.tsv"
     threads: config["threads"]
-    group: cluster_group("train")
-    resources:
-        **cluster_resources("train"),
-        gpu=GPU,
     conda:
         "../environment.yml"
     shell:
         # the repository root on PYTHONPATH: user losses are `package.module:function`
         'export PYTHONPATH="$PWD${{PYTHONPATH:+:$PYTHONPATH}}" OMP_NUM_THREADS={params.compute_threads}; '
-        "ltr-bench train --prepared {input.prepared} --out {params.run_dir} --method {wildcards.method} "
+        "ltr-bench {params.command} --prepared {input.prepared} --out {params.run_dir} --method {wildcards.method} "
         "--seed {wildcards.seed} --config {input.config} --device {params.device} --threads {params.compute_threads} --quiet > {log} 2>&1"
+
+
+use rule run as train with:
+    wildcard_constraints:
+        method=RULE_METHODS["train"],
+    group: cluster_group("train")
+    resources:
+        **cluster_resources("train"),
+        gpu=GPU,
+
+
+use rule run as gbdt with:
+    wildcard_constraints:
+        method=RULE_METHODS["gbdt"],
+    group: cluster_group("gbdt")
+    resources:
+        **cluster_resources("gbdt"),
+
+
+use rule run as linear with:
+    wildcard_constraints:
+        method=RULE_METHODS["linear"],
+    group: cluster_group("linear")
+    resources:
+        **cluster_resources("linear"),

@@ -24,13 +24,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.config import plan
+from bench.config import kinds, plan
 from bench.errors import ConfigError
 
 TARGET_ALL = "all"
 OTHER_TARGETS = ("freeze", "compare")
-#: rules that compute on the study's data, as opposed to summarising steps
-RUN_RULES = tuple(plan.KIND_RULES.values())
 
 
 @dataclass
@@ -44,7 +42,7 @@ class Job:
 
     @property
     def is_run(self) -> bool:
-        return self.rule in RUN_RULES
+        return self.rule in kinds.rules()  # the rules of the run kinds compute on the study's data
 
 
 class _Jobs:
@@ -70,7 +68,7 @@ class _Jobs:
     def runs(self, experiment: str, dataset: str, fold: str, methods: list[str], seeds: list[int]) -> None:
         self.prepared(dataset, [fold])
         for method in methods:
-            rule = plan.KIND_RULES[plan.method_kind(plan.method_spec(self.config, experiment, method))]
+            rule = plan.run_rule(self.config, experiment, method)
             self.add("run_config", plan.RUN_CONFIG.format(experiment=experiment, dataset=dataset, method=method),
                      experiment=experiment, dataset=dataset, method=method)
             for seed in seeds:

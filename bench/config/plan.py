@@ -7,9 +7,9 @@ validate_config`) first.
 
 - which tables and figures are enabled (:data:`TABLES`, :data:`FIGURES`: the names, defined
   once) and which files they need;
-- the runs: one ``(experiment, dataset, fold, method, seed)`` per job, trained by ``ltr-bench
-  train``, ``gbdt`` or ``linear`` by the method's kind (:func:`method_kind`); :func:`run_config`
-  is the self-contained config one job reads (``--config``);
+- the runs: one ``(experiment, dataset, fold, method, seed)`` per job, run by the rule (and
+  ``ltr-bench`` command) of the method's kind (:mod:`bench.config.kinds`, the registry of run
+  kinds); :func:`run_config` is the self-contained config one job reads (``--config``);
 - what each evaluation, statistics table, table rendering and figure is given;
 - the frozen comparison's protocol (:func:`study_protocol`).
 
@@ -25,6 +25,7 @@ import copy
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from bench.config import kinds
 from bench.errors import ConfigError
 
 TABLES = (
@@ -120,24 +121,8 @@ def enabled_figures(config: dict[str, Any]) -> list[str]:
     return [f for f in FIGURES if f in figs and figs[f].get("enabled", True)]
 
 
-METHOD_KINDS = ("neural", "gbdt", "linear")
-#: the Snakemake rule (and ``ltr-bench`` command) that trains a method of each kind
-KIND_RULES = {"neural": "train", "gbdt": "gbdt", "linear": "linear"}
-
-
-def method_kind(method_spec: dict[str, Any]) -> str:
-    """``gbdt`` (a ``gbdt:`` library), ``linear`` (``linear: least_squares``) or ``neural`` (a loss).
-
-    >>> method_kind({"gbdt": "lightgbm"}), method_kind({"linear": "least_squares"}), method_kind({"loss": "ranknet"})
-    ('gbdt', 'linear', 'neural')
-    """
-    if "gbdt" in method_spec:
-        return "gbdt"
-    return "linear" if "linear" in method_spec else "neural"
-
-
-def is_gbdt(method_spec: dict[str, Any]) -> bool:
-    return method_kind(method_spec) == "gbdt"
+method_kind = kinds.method_kind  # the kind a method entry makes (bench.config.kinds.RUN_KINDS)
+method_rule = kinds.rule_of  # the Snakemake rule (and ``ltr-bench`` command) that runs it
 
 
 def compare_method_name(entry: str | dict[str, Any]) -> str:
@@ -176,6 +161,11 @@ def method_spec(config: dict[str, Any], experiment: str, method: str) -> dict[st
     return config["methods"][method]
 
 
+def run_rule(config: dict[str, Any], experiment: str, method: str) -> str:
+    """The rule (and ``ltr-bench`` command) that runs ``method``'s runs of ``experiment``."""
+    return method_rule(method_spec(config, experiment, method))
+
+
 def experiment_protocol(config: dict[str, Any], experiment: str) -> str:
     """Protocol name of an experiment: itself, or the frozen protocol for ``compare``."""
     if experiment == COMPARE_EXPERIMENT:
@@ -206,8 +196,8 @@ def run_config(config: dict[str, Any], experiment: str, dataset: str, method: st
     ``dataset_recipe`` (the dataset's ``source`` and ``options``; the trainer ignores it) is
     here so that changing a dataset's options changes every run config on it, and Snakemake
     re-runs those runs (and the prepare step they need) instead of keeping stale results.
-    ``sinkprop_protocol`` is there when the protocol trains this method by SinkProp's own
-    protocol (:func:`sinkprop_protocol`).
+    A protocol section of a run kind (``sinkprop_protocol``: :func:`protocol_section`) is
+    there when it lists this method: the kind trains it instead (:func:`bench.config.kinds.run_kind`).
     """
     protocol_name = experiment_protocol(config, experiment)
     protocol = config["protocols"][protocol_name]
@@ -226,20 +216,20 @@ def run_config(config: dict[str, Any], experiment: str, dataset: str, method: st
         "metrics": metrics,
         "methods": {method: spec},
     }
-    sinkprop = sinkprop_protocol(config, protocol_name, method)
-    if sinkprop is not None:
-        out["sinkprop_protocol"] = sinkprop
+    for key in kinds.protocol_kinds():
+        section = protocol_section(config, protocol_name, method, key)
+        if section is not None:
+            out[key] = section
     return out
 
 
-def sinkprop_protocol(config: dict[str, Any], protocol: str, method: str) -> dict[str, Any] | None:
-    """The protocol's ``sinkprop_protocol`` settings (without ``methods``) when it lists ``method``.
-
-    ``ltr-bench train`` trains a run whose config carries them by SinkProp's own protocol
-    (:mod:`bench.training.sinkprop_protocol`); every other method of the protocol keeps the
-    generic loop.
+def protocol_section(config: dict[str, Any], protocol: str, method: str, key: str) -> dict[str, Any] | None:
+    """The protocol's section ``key`` of a run kind (e.g. ``sinkprop_protocol``), without its
+    ``methods``, when it lists ``method``; the kind then trains the method's runs
+    (:mod:`bench.training.sinkprop_protocol` for SinkProp's own protocol), every other method of
+    the protocol keeps its own kind.
     """
-    spec = config["protocols"][protocol].get("sinkprop_protocol")
+    spec = config["protocols"][protocol].get(key)
     if not spec or method not in spec.get("methods", []):
         return None
     return {k: copy.deepcopy(v) for k, v in spec.items() if k != "methods"}
@@ -273,8 +263,8 @@ def study_protocol(config: dict[str, Any], protocol: str, dataset: str) -> dict[
     """What a frozen comparison must share: data recipe, folds, model, schedule, seeds, metrics.
 
     Method-independent by construction; :func:`bench.frozen.protocol_hash` hashes it. A
-    protocol with a ``sinkprop_protocol`` section adds it (methods list included), so frozen
-    runs trained by it are not compared with runs of other settings.
+    protocol with the section of a run kind (``sinkprop_protocol``) adds it (methods list
+    included), so frozen runs trained by it are not compared with runs of other settings.
     """
     ds = config["datasets"][dataset]
     model, train = protocol_for_dataset(config, protocol, dataset)
@@ -286,8 +276,9 @@ def study_protocol(config: dict[str, Any], protocol: str, dataset: str) -> dict[
         "evaluation": metric_conventions(config, dataset),
         "metrics": list(config["freeze"]["metrics"]),
     }
-    if config["protocols"][protocol].get("sinkprop_protocol"):
-        out["sinkprop_protocol"] = copy.deepcopy(config["protocols"][protocol]["sinkprop_protocol"])
+    for key in kinds.protocol_kinds():
+        if config["protocols"][protocol].get(key):
+            out[key] = copy.deepcopy(config["protocols"][protocol][key])
     return out
 
 
@@ -309,14 +300,17 @@ def all_methods(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {**config["methods"], **compare_methods(config)}
 
 
-def method_names(config: dict[str, Any], *, gbdt: bool | None = None, kind: str | None = None) -> list[str]:
-    """The methods of one kind (:data:`METHOD_KINDS`), sorted: the train/gbdt/linear wildcard
-    constraints. ``gbdt=True`` is ``kind="gbdt"``, ``gbdt=False`` is ``kind="neural"``."""
-    if kind is None:
-        kind = "gbdt" if gbdt else "neural"
-    if kind not in METHOD_KINDS:
-        raise ValueError(f"kind must be one of {METHOD_KINDS}, got {kind!r}")
-    return sorted(m for m, spec in all_methods(config).items() if method_kind(spec) == kind)
+def method_names(config: dict[str, Any], *, kind: str | None = None, rule: str | None = None) -> list[str]:
+    """The methods of one kind (of :data:`bench.config.kinds.RUN_KINDS`) or run by one rule, sorted;
+    by rule they are the wildcard constraints of the run rules (``workflows/train.smk``)."""
+    if (kind is None) == (rule is None):
+        raise ValueError("give kind or rule")
+    if kind is not None and kind not in kinds.RUN_KINDS:
+        raise ValueError(f"kind must be one of {tuple(kinds.RUN_KINDS)}, got {kind!r}")
+    if rule is not None and rule not in kinds.rules():
+        raise ValueError(f"rule must be one of {kinds.rules()}, got {rule!r}")
+    return sorted(m for m, spec in all_methods(config).items()
+                  if (method_kind(spec) == kind if kind is not None else method_rule(spec) == rule))
 
 
 def dataset_spec(config: dict[str, Any], dataset: str) -> dict[str, Any]:

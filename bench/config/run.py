@@ -1,11 +1,14 @@
 """One job's configuration: read the JSON (or YAML) a run command is given, pick its method.
 
 ``workflows/common.smk`` writes one file per ``(experiment, dataset, method)`` with
-:func:`bench.config.plan.run_config`; ``ltr-bench train|gbdt --config FILE`` reads it with
-:func:`read_run_config`. A hand-written YAML file works too (JSON is valid YAML), so the
-trainers validate what they read (:mod:`bench.training.config`): the method entry
-(:func:`method_entry`) and the metric conventions (:func:`resolve_metrics_config`) here,
-the ``train`` and ``model`` sections there.
+:func:`bench.config.plan.run_config`; ``ltr-bench train|gbdt|linear --config FILE`` reads it
+with :func:`read_run_config`. A hand-written YAML file works too (JSON is valid YAML), so a
+job resolves what it reads against the config schema's definitions
+(:mod:`bench.config.schema`: keys, types, bounds and defaults live there only): its method
+entry (:func:`method_entry`, :func:`check_method`), the merged ``train`` section
+(:func:`resolve_train`), a protocol section such as ``sinkprop_protocol``
+(:func:`resolve_section`), the metric conventions (:func:`resolve_metrics_config`). Only the
+checks that span several fields are written here; the trainers receive resolved settings.
 
 >>> resolve_metrics_config(["ndcg@10", "mrr"])
 {'names': ['ndcg@10', 'mrr'], 'empty_query': 'one', 'ties': 'stable'}
@@ -17,6 +20,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from bench.config import schema
 from bench.errors import ConfigError
 
 DEFAULT_METRICS = [
@@ -106,3 +110,66 @@ def resolve_metrics_config(cfg: Any, *, key: str = "metrics") -> dict[str, Any]:
                           f"'stable', got {out['ties']!r}")
     out["names"] = list(dict.fromkeys(names))
     return out
+
+
+def check_metric(name: Any, key: str) -> str:
+    """``name`` parsed by :func:`bench.metrics.parse_metric` (the schema's pattern admits a few
+    names the parser refuses); the error names ``key``."""
+    from bench.metrics import parse_metric
+
+    try:
+        parse_metric(name)
+    except ValueError as exc:
+        raise ConfigError(f"{key}: {exc}") from exc
+    return name
+
+
+def resolve_train(shared: dict | None, local: dict | None, *, method: str) -> dict[str, Any]:
+    """A neural method's ``train``: the shared section, the method's own over it, the schema's
+    defaults filled (:func:`bench.config.schema.resolve`); errors name the section the value
+    came from (``train.X`` or ``methods.<method>.train.X``).
+
+    >>> resolve_train({"epochs": 3}, {"lr": 0.01}, method="m")["lr"], resolve_train(None, None, method="m")["batch_size"]
+    (0.01, 16)
+    >>> resolve_train({"epochs": None}, None, method="m")
+    Traceback (most recent call last):
+    ...
+    bench.errors.ConfigError: train.epochs: set epochs or max_steps
+    """
+    c = schema.resolve("train", (shared, "train"), (local, f"methods.{method}.train"))
+
+    def where(k: str) -> str:
+        return f"methods.{method}.train.{k}" if k in (local or {}) else f"train.{k}"
+
+    if c["epochs"] is None and c["max_steps"] is None:  # spans two fields: not the schema's
+        raise ConfigError(f"{where('epochs')}: set epochs or max_steps")
+    check_metric(c["early_stopping_metric"], where("early_stopping_metric"))
+    return c
+
+
+def stopping_metric(config: dict[str, Any], entry: dict[str, Any], key: str) -> str:
+    """A GBDT or linear method's validation metric: its own ``early_stopping_metric``, else the
+    shared ``train`` section's, else the schema's ``train`` default."""
+    if "early_stopping_metric" in entry:
+        return check_metric(entry["early_stopping_metric"], f"{key}.early_stopping_metric")
+    shared = config.get("train") or {}
+    metric = shared.get("early_stopping_metric", schema.defaults("train")["early_stopping_metric"])
+    return check_metric(metric, f"{key}.early_stopping_metric")
+
+
+def check_method(entry: dict[str, Any], key: str) -> dict[str, Any]:
+    """A job's method entry validated against the schema's ``method`` (its kind's keys only, each
+    typed and bounded; nothing filled); ``metrics``, which a run config may set per method, is
+    checked by :func:`resolve_metrics_config`."""
+    schema.check("method", {k: v for k, v in entry.items() if k != "metrics"}, key)
+    return entry
+
+
+def method_default(name: str) -> Any:
+    """The schema's default of a method key that a job fills (``num_trees``, ``penalties``, ...)."""
+    return schema.defaults("method")[name]
+
+
+def resolve_section(name: str, section: Any, key: str) -> dict[str, Any]:
+    """A section of a run config (e.g. ``sinkprop_protocol``) resolved against ``$defs/<name>``."""
+    return schema.resolve(name, (section, key))

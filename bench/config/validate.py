@@ -28,94 +28,65 @@ from typing import Any, Iterable
 import jsonschema
 import yaml
 
+from bench.config import kinds, schema
+from bench.config.schema import ROOT, SCHEMA_PATH, StudyValidator, _key, deepest_error, describe, load_schema  # noqa: F401
 from bench.config.plan import (compare_method_name, dataset_convention, merged_model, method_kind, resolve_role,
                                table_datasets)
 from bench.errors import ConfigError
 
-ROOT = Path(__file__).resolve().parents[2]
-SCHEMA_PATH = ROOT / "workflows" / "schemas" / "config.schema.yaml"
 DEFAULT_CONFIG = ROOT / "config" / "default.yaml"
 
 
-def _with_defaults(validator_class: type) -> type:
-    """Extend a jsonschema validator so that ``properties`` also fills ``default`` values."""
-    validate_properties = validator_class.VALIDATORS["properties"]
+def method_kind_keys() -> dict[str, tuple[list[str], list[str]]]:
+    """Per branch of the schema's ``method.oneOf`` (one per method kind, named by the run kind
+    whose method key it requires): ``(required keys, keys no other branch may carry)``.
 
-    def set_defaults(validator, properties, instance, schema):
-        if isinstance(instance, dict):
-            for key, sub in properties.items():
-                if isinstance(sub, dict) and "default" in sub and key not in instance:
-                    instance[key] = copy.deepcopy(sub["default"])
-        yield from validate_properties(validator, properties, instance, schema)
-
-    return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
-
-
-_Validator = _with_defaults(jsonschema.Draft202012Validator)
-
-
-def load_schema(path: str | Path | None = None) -> dict[str, Any]:
-    """The config JSON schema (YAML on disk)."""
-    path = Path(path) if path is not None else SCHEMA_PATH
-    if not path.exists():
-        raise ConfigError(f"config schema not found at {path}")
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
-
-
-def _key(path: Iterable[Any]) -> str:
-    return ".".join(str(p) for p in path) or "<top level>"
-
-
-# the keys that make a method entry of each kind (schema `method`: exactly one kind per entry)
-METHOD_KIND_KEYS = {
-    "neural": ("loss", "model", "train"),
-    "GBDT": ("gbdt", "objective", "num_trees", "early_stopping_rounds"),
-    "linear": ("linear", "penalties"),
-}
+    >>> method_kind_keys()["gbdt"]
+    (['gbdt', 'objective'], ['gbdt', 'objective', 'num_trees', 'early_stopping_rounds'])
+    """
+    method = schema.definition("method")
+    branches = method["oneOf"]
+    banned = [{k for alt in b.get("not", {}).get("anyOf", []) for k in alt.get("required", [])} for b in branches]
+    out = {}
+    for i, branch in enumerate(branches):
+        own = [k for k in method["properties"]
+               if k not in banned[i] and all(k in banned[j] for j in range(len(branches)) if j != i)]
+        name = next(n for n, kind in kinds.RUN_KINDS.items()
+                    if kind.protocol_key is None and kind.method_key in branch["required"])
+        out[name] = (list(branch["required"]), own)
+    return out
 
 
 def _method_kinds_message(where: str, entry: dict[str, Any]) -> str | None:
     """A method entry with keys of several kinds (or of none): say which keys clash."""
-    found = {kind: [k for k in keys if k in entry] for kind, keys in METHOD_KIND_KEYS.items()}
+    kinds_keys = method_kind_keys()
+    found = {kind: [k for k in own if k in entry] for kind, (_, own) in kinds_keys.items()}
     found = {kind: keys for kind, keys in found.items() if keys}
     if len(found) < 2:
         return None
     clash = "; ".join(f"{kind}: {', '.join(keys)}" for kind, keys in found.items())
-    return (f"config key '{where}': mixes keys of several method kinds ({clash}); a method is neural "
-            "(loss), GBDT (gbdt + objective) or linear (linear: least_squares)")
+    forms = [f"{kind} ({' + '.join(required)})" for kind, (required, _) in kinds_keys.items()]
+    return (f"config key '{where}': mixes keys of several method kinds ({clash}); a method is "
+            f"{', '.join(forms[:-1])} or {forms[-1]}")
 
 
 def _describe(error: jsonschema.ValidationError) -> str:
-    """One line naming the key: unknown keys by name, wrong values with their path."""
+    """One line naming the key; a method entry mixing kinds says which keys clash."""
     path = list(error.absolute_path)
     if error.validator == "oneOf" and len(path) == 2 and path[0] == "methods" and isinstance(error.instance, dict):
         mixed = _method_kinds_message(_key(path), error.instance)
         if mixed:
             return mixed
-    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
-        allowed = set(error.schema.get("properties", {}))
-        extra = sorted(k for k in error.instance if k not in allowed)
-        if extra:
-            where = _key(path + [extra[0]])
-            known = ", ".join(sorted(allowed)) or "none"
-            return f"config key '{where}': unknown key '{extra[0]}' (known keys here: {known})"
-    if error.validator == "required":
-        return f"config key '{_key(path)}': {error.message}"
-    if error.validator in ("oneOf", "anyOf") and error.context:
-        best = jsonschema.exceptions.best_match(error.context)
-        return _describe(best) if list(best.absolute_path) != path else f"config key '{_key(path)}': {best.message}"
-    return f"config key '{_key(path)}': {error.message}"
+    return describe(error)
 
 
 def validate_config(config: dict[str, Any], schema_path: str | Path | None = None) -> dict[str, Any]:
     """Fill defaults into ``config`` (in place), validate it, check cross-references; return it."""
     if not isinstance(config, dict):
         raise ConfigError(f"config must be a mapping, got {type(config).__name__}")
-    validator = _Validator(load_schema(schema_path))
-    errors = sorted(validator.iter_errors(config), key=lambda e: (len(list(e.absolute_path)), str(e.path)))
-    if errors:
-        deepest = max(errors, key=lambda e: len(list(e.absolute_path)))
-        raise ConfigError(_describe(deepest))
+    error = deepest_error(StudyValidator(load_schema(schema_path)), config)
+    if error is not None:
+        raise ConfigError(_describe(error))
     check_references(config)
     return config
 

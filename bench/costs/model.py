@@ -44,7 +44,7 @@ import numpy as np
 
 from bench.config import plan
 from bench.config.jobs import Job
-from bench.config.run import resolve_metrics_config
+from bench.config.run import resolve_metrics_config, resolve_train
 from bench.costs.calibration import Calibration, entry_key
 from bench.data.shapes import FoldShape, SplitShape, fold_shape
 
@@ -175,7 +175,6 @@ def _run_entry(ctx: Context, job: Job) -> tuple[dict[str, Any], dict[str, Any]]:
 def neural(ctx: Context, job: Job) -> Projection:
     """Rule ``train``: see the module docstring."""
     from bench.training.budget import Budget
-    from bench.training.config import resolve_train_config
 
     proj = Projection()
     run_cfg, entry = _run_entry(ctx, job)
@@ -185,7 +184,7 @@ def neural(ctx: Context, job: Job) -> Projection:
     shape = _fold(ctx, job, proj)
     if shape is None:
         return proj
-    train = resolve_train_config(run_cfg["train"], entry.get("train"), method=job.wildcards["method"])
+    train = resolve_train(run_cfg["train"], entry.get("train"), method=job.wildcards["method"])
     model = plan.merged_model(run_cfg["model"], entry.get("model"))
     tr, va, te = (shape.splits[s] for s in ("train", "vali", "test"))
     L = train["list_size"] or tr.max_list

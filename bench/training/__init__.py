@@ -14,12 +14,14 @@
 - :mod:`~bench.training.linear`: :func:`~bench.training.linear.linear_run` (least squares with
   a ridge grid chosen on validation; the solver SinkProp's protocol starts from);
 - :mod:`~bench.training.sinkprop_protocol`, :mod:`~bench.training.sinkprop_run`: SinkProp's
-  own protocol (Sec. 5), which ``train_run`` hands a run to when its config asks for it;
+  own protocol (Sec. 5), the run kind ``sinkprop_protocol`` (:mod:`bench.config.kinds`) that a
+  run config with its section is handed to;
 - :mod:`~bench.training.progress`: a running job's progress line and record (torch-free; what
   ``ltr-bench status`` reads);
 - :mod:`~bench.training.common`: what every run kind shares (load the fold, evaluate a split,
   record provenance, write the run directory);
-- :mod:`~bench.training.cli`: ``ltr-bench train``, ``ltr-bench gbdt`` and ``ltr-bench linear``.
+- :mod:`~bench.training.cli`: one command per rule of the run kinds (``ltr-bench train``,
+  ``gbdt``, ``linear``) and :func:`~bench.training.cli.run_job`, which runs a config by its kind.
 
 Nothing is imported here, so ``ltr-bench gbdt`` and ``ltr-bench linear`` never import torch.
 """

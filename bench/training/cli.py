@@ -1,20 +1,40 @@
-"""``ltr-bench train``, ``gbdt`` and ``linear``: one prepared fold, one method, one seed.
+"""The run commands (``ltr-bench train``, ``gbdt``, ``linear``): one prepared fold, one method, one seed.
 
-All three take the same arguments (:func:`add_run_arguments`) and go through
-:func:`run_from_cli`: read the job's config (:func:`bench.config.run.read_run_config`),
-call the trainer, print the run directory. Errors the user can fix
-(:class:`bench.errors.BenchError`: a config key, a missing fold, a diverged run, a library
-refusing its parameters) reach ``ltr-bench`` as one line and exit status 2. The trainers
-are imported when their command runs, so ``ltr-bench gbdt`` and ``linear`` never import torch.
+One command per rule of the run kinds (:data:`bench.config.kinds.RUN_KINDS`), all with the same
+arguments (:func:`add_run_arguments`) and one path, :func:`run_job`: read the job's config
+(:func:`bench.config.run.read_run_config`), pick the run kind that trains the method under it
+(:func:`bench.config.kinds.run_kind`: SinkProp's own protocol under ``train`` when the config
+carries its section), import that kind's run function, call it, print the run directory.
+Errors the user can fix (:class:`bench.errors.BenchError`: a config key, a missing fold, a
+diverged run, a library refusing its parameters) reach ``ltr-bench`` as one line and exit
+status 2. Run functions are imported when their command runs, so ``ltr-bench gbdt`` and
+``linear`` never import torch.
 """
 
 from __future__ import annotations
 
+import inspect
+import os
+from pathlib import Path
 from typing import Any
 
+from bench.config import kinds
 from bench.config.run import read_run_config
-from bench.errors import UsageError
+from bench.errors import ConfigError, UsageError
 from bench.training.common import DEVICE_CHOICES
+
+# what each command's arguments say (a rule without an entry gets the generic words)
+HELP = {
+    "train": {"method": "key under methods: in the config",
+              "config": "YAML or JSON config with methods/model/train/metrics",
+              "quiet": "no progress bar; a progress line at least every 60 s ($LTR_BENCH_PROGRESS_SECONDS) and after "
+                       "each validation",
+              "threads": "torch intra-op threads (0: torch's default)"},
+    "gbdt": {"method": "key under methods: in the config (with gbdt: ...)",
+             "quiet": "no summary line (the progress lines stay)", "threads": "library threads (0: library default)"},
+    "linear": {"method": "key under methods: in the config (with linear: least_squares)", "quiet": "no summary line",
+               "threads": "recorded only (NumPy's BLAS decides)"},
+}
 
 
 def add_run_arguments(p, *, method_help: str, config_help: str, quiet_help: str, threads_help: str) -> None:
@@ -29,75 +49,51 @@ def add_run_arguments(p, *, method_help: str, config_help: str, quiet_help: str,
     p.add_argument("--threads", type=int, default=0, help=threads_help)
 
 
-def run_from_cli(run_fn, args, **extra: Any) -> int:
-    """Load ``args.config``, call ``run_fn`` with the common arguments and print the run dir.
+def run_job(config: dict[str, Any], prepared_dir: str | os.PathLike, out_dir: str | os.PathLike, *, method: str,
+            seed: int, rule: str | None = None, **options: Any) -> Path:
+    """Run ``method`` by the kind that trains it under ``config``; ``rule``: the command asked for
+    (a method of another rule's kind is refused, naming the command that runs it)."""
+    name = kinds.run_kind(config, method, rule)
+    kind = kinds.RUN_KINDS[name]
+    if rule is not None and kind.rule != rule:
+        raise ConfigError(f"methods.{method}: a {name} method; run it with `ltr-bench {kind.rule}`")
+    run = kinds.load(kind.run)
+    accepted = inspect.signature(run).parameters
+    for option, value in list(options.items()):
+        if option not in accepted:
+            if value is not None:
+                raise UsageError(f"--{option.replace('_', '-')}: not an option of a {name} run")
+            del options[option]
+    return run(config, prepared_dir, out_dir, method=method, seed=seed, **options)
 
-    A missing file becomes a :class:`bench.errors.UsageError` naming it; the trainers' own
-    errors are :class:`bench.errors.BenchError` already.
+
+def run_from_cli(args) -> int:
+    """Load ``args.config``, run the job and print the run dir.
+
+    A missing file becomes a :class:`bench.errors.UsageError` naming it; the run functions'
+    own errors are :class:`bench.errors.BenchError` already.
     """
     try:
-        out = run_fn(
-            read_run_config(args.config),
-            args.prepared,
-            args.out,
-            method=args.method,
-            seed=args.seed,
-            device=args.device,
-            quiet=args.quiet,
-            threads=args.threads or None,
-            **extra,
-        )
+        out = run_job(read_run_config(args.config), args.prepared, args.out, method=args.method, seed=args.seed,
+                      rule=args.command, device=args.device, quiet=args.quiet, threads=args.threads or None,
+                      checkpoint_dir=args.checkpoint_dir)
     except FileNotFoundError as exc:
         raise UsageError(f"{exc.filename or exc}: not found ({exc.strerror or exc})") from exc
     print(out)
     return 0
 
 
-def _cli_train(args) -> int:
-    from bench.training.neural import train_run
-
-    return run_from_cli(train_run, args, checkpoint_dir=args.checkpoint_dir)
-
-
-def _cli_gbdt(args) -> int:
-    from bench.training.gbdt import gbdt_run
-
-    return run_from_cli(gbdt_run, args)
-
-
-def _cli_linear(args) -> int:
-    from bench.training.linear import linear_run
-
-    return run_from_cli(linear_run, args)
-
-
 def register_cli(subparsers) -> None:
-    """Add ``ltr-bench train``, ``ltr-bench gbdt`` and ``ltr-bench linear``."""
-    p = subparsers.add_parser("train", help="train one neural method on one prepared fold with one seed")
-    add_run_arguments(
-        p,
-        method_help="key under methods: in the config",
-        config_help="YAML or JSON config with methods/model/train/metrics",
-        quiet_help="no progress bar; a progress line at least every 60 s ($LTR_BENCH_PROGRESS_SECONDS) and after each validation",
-        threads_help="torch intra-op threads (0: torch's default)",
-    )
-    p.add_argument("--checkpoint-dir", default=None, help="default: .<out name>.ckpt next to --out")
-    p.set_defaults(func=_cli_train)
-    g = subparsers.add_parser("gbdt", help="train one LightGBM/XGBoost baseline on one prepared fold")
-    add_run_arguments(
-        g,
-        method_help="key under methods: in the config (with gbdt: ...)",
-        config_help="YAML or JSON config",
-        quiet_help="no summary line (the progress lines stay)",
-        threads_help="library threads (0: library default)",
-    )
-    g.set_defaults(func=_cli_gbdt)
-    lin = subparsers.add_parser("linear", help="fit one least-squares linear regression (ridge grid) on one prepared fold")
-    add_run_arguments(
-        lin,
-        method_help="key under methods: in the config (with linear: least_squares)",
-        config_help="YAML or JSON config",
-        quiet_help="no summary line",
-        threads_help="recorded only (NumPy's BLAS decides)",
-    )
-    lin.set_defaults(func=_cli_linear)
+    """One command per rule of the run kinds: ``ltr-bench train``, ``gbdt``, ``linear``."""
+    for rule in kinds.rules():
+        words = HELP.get(rule, {})
+        summary = next((k.help for k in kinds.RUN_KINDS.values() if k.rule == rule and k.help),
+                       f"run one method on one prepared fold with one seed ({rule})")
+        p = subparsers.add_parser(rule, help=summary)
+        add_run_arguments(p, method_help=words.get("method", "key under methods: in the config"),
+                          config_help=words.get("config", "YAML or JSON config"),
+                          quiet_help=words.get("quiet", "no summary line"),
+                          threads_help=words.get("threads", "compute threads (0: the library's default)"))
+        p.add_argument("--checkpoint-dir", default=None,
+                       help="runs that checkpoint (train): default .<out name>.ckpt next to --out")
+        p.set_defaults(func=run_from_cli)

@@ -11,7 +11,9 @@ top-level keys are ignored)::
              metrics: ...}    # method-level keys override the shared ones key by key
 
 A method's ``model`` replaces the shared one wholesale when it names a different ``type``
-(:func:`bench.config.plan.merged_model`). ``train`` keys (defaults in :data:`TRAIN_DEFAULTS`):
+(:func:`bench.config.plan.merged_model`). ``train`` keys (types, bounds and defaults: the
+schema's ``$defs/train``, ``workflows/schemas/config.schema.yaml``, read by
+:func:`bench.config.run.resolve_train`; the defaults are given in brackets below):
 
 - ``batch_size`` (16): lists per step. ``list_size`` (200): ``L_train``; every epoch each
   training query is sub-sampled (without replacement) or padded to it with the run's
@@ -44,111 +46,19 @@ conventions -- not the loss, its ``params`` or its temperature schedule.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from bench.config.plan import merged_model
-from bench.config.run import method_entry, resolve_metrics_config
+from bench.config.run import check_method, method_entry, resolve_metrics_config, resolve_train
 from bench.errors import ConfigError
 
-TRAIN_DEFAULTS: dict[str, Any] = {
-    "batch_size": 16,
-    "list_size": 200,
-    "test_list_size": None,
-    "epochs": 100,
-    "max_steps": None,
-    "lr": 1e-3,
-    "weight_decay": 0.0,
-    "lr_step": None,
-    "lr_gamma": 0.1,
-    "grad_clip": None,
-    "early_stopping_metric": "ndcg@10",
-    "patience": None,
-    "restore_best": True,
-    "tau_schedule": None,
-    "amp": False,
-    "eval_batch_size": 256,
-    "keep_checkpoint": False,
-}
 NOT_PROTOCOL = ("tau_schedule", "eval_batch_size", "keep_checkpoint")
-METHOD_KEYS = ("loss", "params", "model", "train", "metrics")
 
 
 def check(cond: bool, key: str, msg: str) -> None:
     """Raise :class:`ConfigError` ``"<key>: <msg>"`` unless ``cond``."""
     if not cond:
         raise ConfigError(f"{key}: {msg}")
-
-
-def _is_int(v: Any, lo: int = 1) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= lo
-
-
-def _is_num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def resolve_train_config(shared: dict | None, local: dict | None, *, method: str) -> dict[str, Any]:
-    """Merge shared and method-level ``train`` sections, fill defaults, validate.
-
-    Errors name the key where the offending value came from (``train.X`` or
-    ``methods.<method>.train.X``).
-
-    >>> resolve_train_config({"epochs": 3}, {"lr": 0.01}, method="m")["lr"]
-    0.01
-    >>> resolve_train_config(None, {"bach_size": 3}, method="m")
-    Traceback (most recent call last):
-    ...
-    bench.errors.ConfigError: methods.m.train.bach_size: unknown key; known keys: amp, batch_size, early_stopping_metric, epochs, eval_batch_size, grad_clip, keep_checkpoint, list_size, lr, lr_gamma, lr_step, max_steps, patience, restore_best, tau_schedule, test_list_size, weight_decay
-    """
-    shared, local = dict(shared or {}), dict(local or {})
-
-    def where(k: str) -> str:
-        return f"methods.{method}.train.{k}" if k in local else f"train.{k}"
-
-    for k in [*shared, *local]:
-        check(k in TRAIN_DEFAULTS, where(k), f"unknown key; known keys: {', '.join(sorted(TRAIN_DEFAULTS))}")
-    c = {**TRAIN_DEFAULTS, **shared, **local}
-    for k in ("batch_size", "eval_batch_size"):
-        check(_is_int(c[k]), where(k), f"must be a positive integer, got {c[k]!r}")
-    for k in ("list_size", "test_list_size", "epochs", "max_steps", "lr_step", "patience"):
-        check(c[k] is None or _is_int(c[k]), where(k), f"must be a positive integer or null, got {c[k]!r}")
-    check(c["epochs"] is not None or c["max_steps"] is not None, where("epochs"), "set epochs or max_steps")
-    check(_is_num(c["lr"]) and c["lr"] > 0, where("lr"), f"must be a positive number, got {c['lr']!r}")
-    check(_is_num(c["lr_gamma"]) and c["lr_gamma"] > 0, where("lr_gamma"), "must be a positive number")
-    check(_is_num(c["weight_decay"]) and c["weight_decay"] >= 0, where("weight_decay"), "must be >= 0")
-    check(
-        c["grad_clip"] is None or (_is_num(c["grad_clip"]) and c["grad_clip"] > 0),
-        where("grad_clip"),
-        f"must be a positive number or null, got {c['grad_clip']!r}",
-    )
-    for k in ("restore_best", "amp", "keep_checkpoint"):
-        check(isinstance(c[k], bool), where(k), f"must be true or false, got {c[k]!r}")
-    from bench.metrics import parse_metric
-
-    try:
-        parse_metric(c["early_stopping_metric"])
-    except ValueError as exc:
-        raise ConfigError(f"{where('early_stopping_metric')}: {exc}") from exc
-    c["tau_schedule"] = _resolve_tau_schedule(c["tau_schedule"], where("tau_schedule"))
-    return c
-
-
-def _resolve_tau_schedule(s: Any, key: str) -> dict[str, Any] | None:
-    if s is None:
-        return None
-    check(isinstance(s, dict), key, "must be a mapping {kind: constant|exponential, ...} or null")
-    kind = s.get("kind")
-    if kind == "constant":
-        check(set(s) == {"kind", "value"}, key, "constant schedule takes exactly {kind, value}")
-        check(_is_num(s["value"]) and s["value"] > 0, f"{key}.value", "must be a positive number")
-    elif kind == "exponential":
-        check(set(s) == {"kind", "start", "end"}, key, "exponential schedule takes exactly {kind, start, end}")
-        for k in ("start", "end"):
-            check(_is_num(s[k]) and s[k] > 0, f"{key}.{k}", "must be a positive number")
-    else:
-        raise ConfigError(f"{key}.kind: must be 'constant' or 'exponential', got {kind!r}")
-    return dict(s)
 
 
 def tau_at(schedule: dict[str, Any] | None, epoch: int, n_epochs: int) -> float | None:
@@ -180,21 +90,20 @@ def lr_at(train: dict[str, Any], epoch: int) -> float:
 
 
 def resolve_run_config(config: dict[str, Any], method: str) -> dict[str, Any]:
-    """The fully resolved config of one neural method: loss, params, model, train, metrics."""
+    """The fully resolved config of one neural method: loss, params, model, train, metrics.
+
+    The method entry and ``train`` are resolved against the config schema
+    (:func:`bench.config.run.check_method`, :func:`~bench.config.run.resolve_train`); the
+    model by its scorer's own defaults (:func:`bench.models.resolve_model_config`).
+    """
     entry = method_entry(config, method)
     if "gbdt" in entry:
         raise ConfigError(f"methods.{method}: a GBDT method; train it with `ltr-bench gbdt`")
     if "linear" in entry:
         raise ConfigError(f"methods.{method}: a linear method; fit it with `ltr-bench linear`")
-    for k in entry:
-        check(k in METHOD_KEYS, f"methods.{method}.{k}", f"unknown key; known keys: {', '.join(METHOD_KEYS)}")
-    loss = entry.get("loss")
-    check(isinstance(loss, str) and bool(loss), f"methods.{method}.loss", "must name a loss (str)")
-    params = entry.get("params") or {}
-    check(isinstance(params, dict), f"methods.{method}.params", "must be a mapping")
+    check_method(entry, f"methods.{method}")
     for section in ("model", "train"):
-        for src, key in ((config.get(section), section), (entry.get(section), f"methods.{method}.{section}")):
-            check(src is None or isinstance(src, dict), key, "must be a mapping")
+        check(config.get(section) is None or isinstance(config[section], dict), section, "must be a mapping")
     from bench.models import resolve_model_config  # torch: the rest of this module is torch-free
 
     local_model = entry.get("model") or {}
@@ -203,9 +112,10 @@ def resolve_run_config(config: dict[str, Any], method: str) -> dict[str, Any]:
         model = resolve_model_config(merged, key=f"methods.{method}.model" if local_model else "model")
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
-    train = resolve_train_config(config.get("train"), entry.get("train"), method=method)
+    train = resolve_train(config.get("train"), entry.get("train"), method=method)
     if "metrics" in entry:
         metrics = resolve_metrics_config(entry["metrics"], key=f"methods.{method}.metrics")
     else:
         metrics = resolve_metrics_config(config.get("metrics"))
-    return {"loss": loss, "params": dict(params), "model": model, "train": train, "metrics": metrics}
+    return {"loss": entry["loss"], "params": dict(entry.get("params") or {}), "model": model, "train": train,
+            "metrics": metrics}

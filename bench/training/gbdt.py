@@ -16,7 +16,8 @@ A GBDT method in the config::
 
 ``num_trees`` (500) caps the boosting rounds; ``early_stopping_rounds`` (50) stops after
 that many rounds without improvement of ``early_stopping_metric`` on the validation split
-(default: the shared ``train.early_stopping_metric``, else ``ndcg@10``) and the test split is
+(default: the shared ``train.early_stopping_metric``, else the schema's default of it; every
+default here is the schema's, ``workflows/schemas/config.schema.yaml``) and the test split is
 scored with the best round. run.json's ``result`` records both: ``rounds_trained`` (the
 rounds actually boosted, one row each in curve.csv) and ``best_iteration`` (1-based, the
 round whose model scores the test split), for both libraries. The validation metric is computed by
@@ -67,15 +68,15 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from bench.config.run import method_entry, resolve_metrics_config
+from bench.config.run import check_method, method_default, method_entry, resolve_metrics_config, stopping_metric
 from bench.errors import ConfigError, LibraryError, TrainingDiverged
 from bench.provenance import cpu_name, host_peak_rss_bytes
 from bench.seeds import derive_seed
 from bench.training.common import RunFold, RunOutput, check_device, evaluate_split, load_fold, log, write_result
 from bench.training.progress import Reporter
 
+# each library's ranking objectives (the schema's `method.gbdt` names the libraries)
 LIBRARIES = {"lightgbm": ("lambdarank", "rank_xendcg"), "xgboost": ("rank:pairwise", "rank:ndcg", "rank:map")}
-METHOD_KEYS = ("gbdt", "objective", "params", "num_trees", "early_stopping_rounds", "early_stopping_metric", "metrics")
 LGB_DEFAULTS: dict[str, Any] = {
     "learning_rate": 0.1,
     "num_leaves": 255,
@@ -105,6 +106,10 @@ SEEDING = "bench.seeds.derive_seed(dataset, fold, method, seed)"
 def resolve_gbdt_config(config: dict[str, Any], method: str) -> dict[str, Any]:
     """The resolved GBDT method config (library, objective, params, budgets, metrics).
 
+    Keys, types, bounds and the defaults of ``num_trees`` and ``early_stopping_rounds``: the
+    schema's ``method`` (:func:`bench.config.run.check_method`); here only what spans fields:
+    the library's objectives and the parameters it must not be given.
+
     >>> cfg = resolve_gbdt_config({"methods": {"x": {"gbdt": "xgboost", "objective": "rank:ndcg"}}}, "x")
     >>> cfg["num_trees"], cfg["early_stopping_metric"], cfg["params"]["max_depth"]
     (500, 'ndcg@10', 8)
@@ -114,20 +119,9 @@ def resolve_gbdt_config(config: dict[str, Any], method: str) -> dict[str, Any]:
     lib, objective, params = _library_and_params(entry, key)
     out: dict[str, Any] = {"gbdt": lib, "objective": objective}
     out["params"] = {**(LGB_DEFAULTS if lib == "lightgbm" else XGB_DEFAULTS), **params}
-    for name, default in (("num_trees", 500), ("early_stopping_rounds", 50)):
-        v = entry.get(name, default)
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ConfigError(f"{key}.{name}: must be a positive integer, got {v!r}")
-        out[name] = v
-    shared_train = config.get("train") or {}
-    metric = entry.get("early_stopping_metric", shared_train.get("early_stopping_metric", "ndcg@10"))
-    from bench.metrics import parse_metric
-
-    try:
-        parse_metric(metric)
-    except ValueError as exc:
-        raise ConfigError(f"{key}.early_stopping_metric: {exc}") from exc
-    out["early_stopping_metric"] = metric
+    for name in ("num_trees", "early_stopping_rounds"):
+        out[name] = entry.get(name, method_default(name))
+    out["early_stopping_metric"] = stopping_metric(config, entry, key)
     if "metrics" in entry:
         out["metrics"] = resolve_metrics_config(entry["metrics"], key=f"{key}.metrics")
     else:
@@ -139,18 +133,12 @@ def _library_and_params(entry: dict[str, Any], key: str) -> tuple[str, str, dict
     """The method's library, objective and parameter overrides, each checked."""
     if "gbdt" not in entry:
         raise ConfigError(f"{key}: not a GBDT method (no 'gbdt' key); train it with `ltr-bench train`")
-    for k in entry:
-        if k not in METHOD_KEYS:
-            raise ConfigError(f"{key}.{k}: unknown key; known keys: {', '.join(METHOD_KEYS)}")
+    check_method(entry, key)
     lib = entry["gbdt"]
-    if lib not in LIBRARIES:
-        raise ConfigError(f"{key}.gbdt: must be one of {sorted(LIBRARIES)}, got {lib!r}")
     objective = entry.get("objective")
     if objective not in LIBRARIES[lib]:
         raise ConfigError(f"{key}.objective: {lib} ranking objectives are {LIBRARIES[lib]}, got {objective!r}")
     params = entry.get("params") or {}
-    if not isinstance(params, dict):
-        raise ConfigError(f"{key}.params: must be a mapping")
     for p in params:
         if p in _RESERVED[lib]:
             raise ConfigError(

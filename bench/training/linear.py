@@ -34,10 +34,11 @@ constant on the training documents (LETOR has such columns) gets weight 0, and t
 
 **The choice.** Each penalty's validation scores :math:`X_v w_\lambda + b_\lambda` (cast to
 float32, as ``scores.npy`` stores test scores) are graded by
-``early_stopping_metric`` (default: the shared ``train.early_stopping_metric``, else
-``ndcg@10``) under the dataset's evaluation convention (``metrics.convention``); the
+``early_stopping_metric`` (default: the shared ``train.early_stopping_metric``, else the
+schema's default of it) under the dataset's evaluation convention (``metrics.convention``); the
 penalty with the best mean wins, the first in grid order on a tie (a NaN mean counts as the
-worst). ``penalties`` defaults to :data:`DEFAULT_PENALTIES`. The seed does not enter (the fit
+worst). ``penalties`` defaults to the schema's grid (``method.penalties``: 0, then 1e-2 .. 1e5
+in decades, in scikit-learn Ridge's units). The seed does not enter (the fit
 is deterministic); it is recorded like every run's. ``run.json`` records the grid, every
 penalty's validation mean and training mean squared error, the chosen penalty, its weights
 and intercept; ``curve.csv`` has one row per penalty (``epoch`` = its 1-based index in the
@@ -56,15 +57,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.config.run import method_entry, resolve_metrics_config
+from bench.config.run import check_method, method_default, method_entry, resolve_metrics_config, stopping_metric
 from bench.errors import ConfigError, TrainingDiverged
 from bench.provenance import cpu_name, host_peak_rss_bytes
 from bench.training.common import RunOutput, check_device, evaluate_split, load_fold, log, write_result
 
-LINEAR_KINDS = ("least_squares",)
-# 0 (plain least squares) and 1e-2 .. 1e5 in decades, in scikit-learn Ridge's units
-DEFAULT_PENALTIES: tuple[float, ...] = (0.0, 0.01, 0.1, 1.0, 10.0, 100.0, 1000.0, 10000.0, 100000.0)
-METHOD_KEYS = ("linear", "penalties", "early_stopping_metric", "params", "metrics")
 SEEDING = "none: the least-squares fit is deterministic"
 
 
@@ -74,42 +71,29 @@ SEEDING = "none: the least-squares fit is deterministic"
 def resolve_linear_config(config: dict[str, Any], method: str) -> dict[str, Any]:
     """The resolved linear method: kind, penalty grid, selection metric, metric conventions.
 
+    Keys, types, bounds and the default grid: the schema's ``method``
+    (:func:`bench.config.run.check_method`); the grid as floats.
+
     >>> cfg = resolve_linear_config({"methods": {"lr": {"linear": "least_squares"}}}, "lr")
     >>> cfg["penalties"][:3], cfg["early_stopping_metric"]
     ([0.0, 0.01, 0.1], 'ndcg@10')
     >>> resolve_linear_config({"methods": {"lr": {"linear": "least_squares", "penalties": [-1]}}}, "lr")
     Traceback (most recent call last):
     ...
-    bench.errors.ConfigError: methods.lr.penalties: must be a non-empty list of finite numbers >= 0, got [-1]
+    bench.errors.ConfigError: config key 'methods.lr.penalties.0': -1 is less than the minimum of 0
     """
     entry, key = method_entry(config, method), f"methods.{method}"
     if "linear" not in entry:
         raise ConfigError(f"{key}: not a linear method (no 'linear' key)")
-    for k in entry:
-        if k not in METHOD_KEYS:
-            raise ConfigError(f"{key}.{k}: unknown key; known keys: {', '.join(METHOD_KEYS)}")
-    if entry["linear"] not in LINEAR_KINDS:
-        raise ConfigError(f"{key}.linear: must be one of {LINEAR_KINDS}, got {entry['linear']!r}")
+    check_method(entry, key)
     if entry.get("params"):
         raise ConfigError(f"{key}.params: a linear method takes no params (set {key}.penalties)")
-    penalties = entry.get("penalties", list(DEFAULT_PENALTIES))
-    if not (isinstance(penalties, list) and penalties and all(_is_penalty(p) for p in penalties)):
-        raise ConfigError(f"{key}.penalties: must be a non-empty list of finite numbers >= 0, got {penalties!r}")
-    metric = entry.get("early_stopping_metric", (config.get("train") or {}).get("early_stopping_metric", "ndcg@10"))
-    from bench.metrics import parse_metric
-
-    try:
-        parse_metric(metric)
-    except ValueError as exc:
-        raise ConfigError(f"{key}.early_stopping_metric: {exc}") from exc
+    penalties = entry.get("penalties", method_default("penalties"))
+    metric = stopping_metric(config, entry, key)
     metrics_key = f"{key}.metrics" if "metrics" in entry else "metrics"
     metrics = resolve_metrics_config(entry.get("metrics", config.get("metrics")), key=metrics_key)
     return {"linear": entry["linear"], "penalties": [float(p) for p in penalties], "early_stopping_metric": metric,
             "metrics": metrics}
-
-
-def _is_penalty(p: Any) -> bool:
-    return isinstance(p, (int, float)) and not isinstance(p, bool) and math.isfinite(p) and p >= 0
 
 
 # ----------------------------------------------------------------------------- the solver

@@ -60,15 +60,9 @@ def train_run(
     ``out_dir`` is not created. While it trains, the progress record
     ``.<out_dir name>.progress.json`` (:mod:`bench.training.progress`) sits next to
     ``out_dir``; it is removed once ``out_dir`` is written (a failed or killed run leaves it).
-    A run config with a ``sinkprop_protocol`` section (written by
-    :func:`bench.config.plan.run_config` for the methods that protocol lists) is trained by
-    :func:`bench.training.sinkprop_run.protocol_run` instead (no checkpoint: it is one short fit).
+    The generic loop only: which run kind trains a run config (SinkProp's own protocol, say) is
+    :func:`bench.training.cli.run_job`'s choice (:mod:`bench.config.kinds`).
     """
-    if config.get("sinkprop_protocol") is not None:
-        from bench.training.sinkprop_run import protocol_run
-
-        return protocol_run(config, prepared_dir, out_dir, method=method, seed=seed, device=device, quiet=quiet,
-                            threads=threads)
     started = time.perf_counter()
     out_dir = Path(out_dir)
     cfg = resolve_run_config(config, method)

@@ -3,8 +3,9 @@ r"""SinkProp's own training protocol (Adams & Zemel 2011, Sec. 5), for the metho
 Configured under a protocol (``protocols.<name>.sinkprop_protocol``, schema in
 ``workflows/schemas/config.schema.yaml``); :func:`bench.config.plan.run_config` copies it
 (without ``methods``) into the run config of every method it lists, and ``ltr-bench train``
-(:func:`bench.training.neural.train_run`) then trains that method here instead of with the
-generic loop. Keys and defaults (:data:`PROTOCOL_DEFAULTS`; the paper gives the first
+(the run kind ``sinkprop_protocol`` of :mod:`bench.config.kinds`) then trains that method here
+instead of with the generic loop. Keys and defaults (types, bounds and defaults: the schema's
+``$defs/sinkprop_protocol``, resolved by :func:`resolve_protocol`; the paper gives the first
 three, the rest are this suite's choices where the paper gives no number):
 
 - ``derived_queries`` (20), ``max_derived_size`` (200): every training query is resampled
@@ -70,21 +71,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from bench.errors import ConfigError, TrainingDiverged
+from bench.config.run import resolve_section
+from bench.errors import TrainingDiverged
 from bench.training.config import check
 
-PROTOCOL_DEFAULTS: dict[str, Any] = {
-    "derived_queries": 20,
-    "max_derived_size": 200,
-    "init_penalties": [0.0],
-    "penalties": [0.001, 0.01, 0.1, 1.0],
-    "sigma_start": 1.0,
-    "sigma_factor": 2.0,
-    "stages": 8,
-    "lbfgs_iterations": 20,
-    "lbfgs_history": 10,
-    "patience": None,
-}
 CHUNK_ENTRIES = 1 << 22  # padded list x list entries per chunk of the full-batch objective
 BIN_RATIO = 1.25  # derived queries are padded within geometric length bins of this ratio
 
@@ -92,38 +82,22 @@ BIN_RATIO = 1.25  # derived queries are padded within geometric length bins of t
 # ----------------------------------------------------------------------------- configuration
 
 
-def _is_int(v: Any, lo: int = 1) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= lo
-
-
-def _is_num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
 def resolve_protocol(spec: dict[str, Any] | None, key: str = "sinkprop_protocol") -> dict[str, Any]:
-    """Defaults filled and every value checked; errors name ``<key>.<name>``.
+    """The schema's defaults filled and every value checked against ``$defs/sinkprop_protocol``
+    (:func:`bench.config.run.resolve_section`); the penalty grids as floats. Errors name
+    ``<key>.<name>``.
 
     >>> resolve_protocol({"stages": 3})["stages"], resolve_protocol({})["derived_queries"]
     (3, 20)
     >>> resolve_protocol({"sigma_factor": 1.0})
     Traceback (most recent call last):
     ...
-    bench.errors.ConfigError: sinkprop_protocol.sigma_factor: must be a number > 1, got 1.0
+    bench.errors.ConfigError: config key 'sinkprop_protocol.sigma_factor': 1.0 is less than or equal to the minimum of 1
     """
-    check(isinstance(spec, dict), key, "must be a mapping")
-    for k in spec:
-        check(k in PROTOCOL_DEFAULTS, f"{key}.{k}", f"unknown key; known keys: {', '.join(PROTOCOL_DEFAULTS)}")
-    c = {**PROTOCOL_DEFAULTS, **spec}
-    for k in ("derived_queries", "max_derived_size", "stages", "lbfgs_iterations", "lbfgs_history"):
-        check(_is_int(c[k]), f"{key}.{k}", f"must be a positive integer, got {c[k]!r}")
-    check(c["patience"] is None or _is_int(c["patience"]), f"{key}.patience", "must be a positive integer or null")
+    c = resolve_section("sinkprop_protocol", spec, key)
+    c.pop("methods", None)
     for k in ("init_penalties", "penalties"):
-        ok = isinstance(c[k], list) and bool(c[k]) and all(_is_num(p) and p >= 0 for p in c[k])
-        check(ok, f"{key}.{k}", f"must be a non-empty list of finite numbers >= 0, got {c[k]!r}")
         c[k] = [float(p) for p in c[k]]
-    check(_is_num(c["sigma_start"]) and c["sigma_start"] > 0, f"{key}.sigma_start", "must be a number > 0")
-    check(_is_num(c["sigma_factor"]) and c["sigma_factor"] > 1, f"{key}.sigma_factor",
-          f"must be a number > 1, got {c['sigma_factor']!r}")
     return c
 
 

@@ -1,7 +1,7 @@
 """One run under SinkProp's own protocol: initialise, resample, anneal per penalty, choose, write.
 
 :func:`protocol_run` is what ``ltr-bench train`` calls for a method whose run config carries
-a ``sinkprop_protocol`` section (:func:`bench.training.neural.train_run` hands it over); the
+a ``sinkprop_protocol`` section (the run kind ``sinkprop_protocol`` of :mod:`bench.config.kinds`); the
 protocol itself (keys, objective, annealing, early stopping) is described in
 :mod:`bench.training.sinkprop_protocol`. The run directory has the usual four files;
 ``run.json``'s ``result`` records the initialiser (its ridge grid, chosen penalty, validation
@@ -38,6 +38,13 @@ from bench.training.sinkprop_protocol import (Annealing, PenaltyFit, check_linea
 SEEDING = "bench.seeds.derive_seed(dataset, fold, method, seed, 'resample')"
 
 
+def resolve(config: dict[str, Any], method: str) -> dict[str, Any]:
+    """The run kind's resolver: the neural method's settings and the protocol's, the scorer linear."""
+    cfg = resolve_run_config(config, method)
+    check_linear_model(cfg["model"])
+    return {**cfg, "sinkprop_protocol": resolve_protocol(config.get("sinkprop_protocol"))}
+
+
 def protocol_run(
     config: dict[str, Any],
     prepared_dir: str | os.PathLike,
@@ -51,9 +58,8 @@ def protocol_run(
 ) -> Path:
     """Train ``method`` on a prepared fold under the config's ``sinkprop_protocol``; write the run."""
     started = time.perf_counter()
-    cfg = resolve_run_config(config, method)
-    proto = resolve_protocol(config.get("sinkprop_protocol"))
-    check_linear_model(cfg["model"])
+    cfg = resolve(config, method)
+    proto = cfg.pop("sinkprop_protocol")
     loss_fn = make_loss(cfg, method).fn
     loss_with_sigma(loss_fn, method, cfg["params"])
     run = load_fold(prepared_dir, method=method, seed=seed)

@@ -30,10 +30,8 @@ def test_roles_map_every_table_to_synthetic_stand_ins_in_default():
 @pytest.mark.parametrize("profile", ["default.yaml", "paper.yaml"])
 def test_every_run_config_is_accepted_by_the_trainers(profile):
     """Each (protocol, dataset, method) the tables train resolves in bench.training."""
+    from bench.config import kinds
     from bench.training.config import resolve_run_config
-    from bench.training.gbdt import resolve_gbdt_config
-    from bench.training.linear import resolve_linear_config
-    from bench.training.sinkprop_protocol import check_linear_model, resolve_protocol
 
     files = [] if profile == "default.yaml" else [ROOT / "config" / profile]
     cfg = cv.load_config(*files, overrides={"compare": {"losses": ["examples.my_loss:pairwise_squared_hinge"]}})
@@ -43,17 +41,10 @@ def test_every_run_config_is_accepted_by_the_trainers(profile):
         for ds in plan.table_datasets(cfg, table):
             for method in plan.table_methods(cfg, table):
                 run_cfg = plan.run_config(cfg, protocol, ds, method)
-                kind = plan.method_kind(cfg["methods"][method])
-                if kind == "gbdt":
-                    resolve_gbdt_config(run_cfg, method)
-                elif kind == "linear":
-                    resolve_linear_config(run_cfg, method)
-                else:
-                    resolved = resolve_run_config(run_cfg, method)
-                    if "sinkprop_protocol" in run_cfg:
-                        resolve_protocol(run_cfg["sinkprop_protocol"])
-                        check_linear_model(resolved["model"])
-                        sinkprop_runs += 1
+                kind = kinds.run_kind(run_cfg, method)
+                assert kinds.RUN_KINDS[kind].rule == plan.method_rule(cfg["methods"][method])
+                kinds.load(kinds.RUN_KINDS[kind].resolve)(run_cfg, method)
+                sinkprop_runs += kind == "sinkprop_protocol"
                 seen += 1
     for ds in plan.compare_datasets(cfg):
         resolve_run_config(plan.run_config(cfg, plan.COMPARE_EXPERIMENT, ds, "examples.my_loss.pairwise_squared_hinge"),
@@ -110,16 +101,18 @@ def test_targets_list_every_enabled_table_and_figure_and_refuse_disabled_ones(cf
     assert plan.freeze_outputs(cfg) == ["results/frozen/default/syn-web/manifest.json"]
 
 
-def test_method_names_split_gbdt_linear_and_neural_runs(cfg):
-    gbdt, neural = plan.method_names(cfg, gbdt=True), plan.method_names(cfg, gbdt=False)
-    linear = plan.method_names(cfg, kind="linear")
-    assert gbdt == plan.method_names(cfg, kind="gbdt") and neural == plan.method_names(cfg, kind="neural")
-    assert gbdt and neural and linear == ["linear_regression"]
-    assert not set(gbdt) & set(neural) and not set(linear) & (set(gbdt) | set(neural))
-    assert set(gbdt) | set(neural) | set(linear) == set(cfg["methods"]) and gbdt == sorted(gbdt)
+def test_method_names_split_the_runs_by_rule_and_kind(cfg):
+    train, gbdt, linear = (plan.method_names(cfg, rule=r) for r in ("train", "gbdt", "linear"))
+    assert gbdt == plan.method_names(cfg, kind="gbdt") and train == plan.method_names(cfg, kind="neural")
+    assert plan.method_names(cfg, kind="sinkprop_protocol") == []  # a protocol's choice, not a method's
+    assert gbdt and train and linear == ["linear_regression"]
+    assert not set(gbdt) & set(train) and not set(linear) & (set(gbdt) | set(train))
+    assert set(gbdt) | set(train) | set(linear) == set(cfg["methods"]) and gbdt == sorted(gbdt)
     assert all("gbdt" in cfg["methods"][m] for m in gbdt)
     with pytest.raises(ValueError, match="kind must be one of"):
         plan.method_names(cfg, kind="tree")
+    with pytest.raises(ValueError, match="rule must be one of"):
+        plan.method_names(cfg, rule="tree")
 
 
 def test_sinkprop_protocol_reaches_only_the_methods_it_lists(cfg):

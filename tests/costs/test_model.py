@@ -6,14 +6,14 @@ import math
 
 import pytest
 
-from bench.config import plan
+from bench.config import kinds, plan
 from bench.config.jobs import Job
 from bench.config.validate import load_config
 from bench.costs.calibration import Calibration, Device
 from bench.costs.model import Context, line, peak_fit, project, shape_spec
 from bench.data.shapes import FoldShape, SplitShape
 from bench.training.budget import Budget
-from bench.training.config import resolve_train_config
+from bench.config.run import resolve_train
 
 SCALE = ("config/paper.yaml", "config/scale.yaml")
 
@@ -24,7 +24,7 @@ def _context():
 
 def _run_job(experiment: str, method: str) -> Job:
     w = {"experiment": experiment, "dataset": "mslr-like", "fold": "Fold1", "method": method, "seed": 0}
-    return Job(plan.KIND_RULES["neural"], plan.RUN.format(**w), w)
+    return Job(kinds.RUN_KINDS["neural"].rule, plan.RUN.format(**w), w)
 
 
 def test_line_through_two_points_never_slopes_down():
@@ -68,7 +68,7 @@ def test_neural_projection_is_the_documented_formula():
     assert proj.complete and proj.missing == {}
     shape = ctx.shape("mslr-like", "Fold1")
     cfg = plan.run_config(ctx.config, "pirank", "mslr-like", "ranknet")
-    train = resolve_train_config(cfg["train"], {}, method="ranknet")
+    train = resolve_train(cfg["train"], {}, method="ranknet")
     budget = Budget.of(train, shape.splits["train"].n_queries)
     n = shape.n_docs
     evals = budget.n_epochs * shape.splits["vali"].n_docs + shape.splits["test"].n_docs

@@ -27,7 +27,7 @@ from bench.losses.sinkprop import sinkprop
 from bench.metrics import evaluate, summarize
 from bench.training import sinkprop_protocol as sp
 from bench.training.linear import predict, ridge_path
-from bench.training.neural import train_run
+from bench.training.cli import run_job
 
 METRICS = ["ndcg@1", "ndcg@10"]
 SMALL = {"derived_queries": 20, "max_derived_size": 200, "init_penalties": [0.0], "penalties": [0.01, 1.0],
@@ -180,7 +180,7 @@ def test_chunked_objective_equals_one_unchunked_batch(prepared, monkeypatch):
 def test_sigma_schedule_is_scaled_by_the_initialisers_within_query_variance(prepared, tmp_path):
     assert sp.sigma_schedule(2.0, 2.0, 3, scale=0.5) == [1.0, 0.5, 0.25]
     assert sp.sigma_schedule(1.0, 3.0, 2) == [1.0, 1.0 / 3.0]
-    out = train_run(_config(sigma_start=1.5, sigma_factor=3.0), prepared, tmp_path / "run", method="sinkprop",
+    out = run_job(_config(sigma_start=1.5, sigma_factor=3.0), prepared, tmp_path / "run", method="sinkprop",
                     seed=0, device="cpu", quiet=True)
     res = json.loads((out / "run.json").read_text())["result"]
     train = load_prepared(prepared).splits["train"]
@@ -197,7 +197,7 @@ def test_sigma_schedule_is_scaled_by_the_initialisers_within_query_variance(prep
 
 
 def test_init_is_the_least_squares_fit_and_a_huge_penalty_keeps_it(prepared, tmp_path):
-    out = train_run(_config(penalties=[1e9], stages=2), prepared, tmp_path / "run", method="sinkprop", seed=0,
+    out = run_job(_config(penalties=[1e9], stages=2), prepared, tmp_path / "run", method="sinkprop", seed=0,
                     device="cpu", quiet=True)
     info = json.loads((out / "run.json").read_text())
     res = info["result"]
@@ -214,7 +214,7 @@ def test_init_is_the_least_squares_fit_and_a_huge_penalty_keeps_it(prepared, tmp
 
 
 def test_a_short_run_is_never_worse_than_its_initialiser_on_validation(prepared, tmp_path):
-    out = train_run(_config(), prepared, tmp_path / "run", method="sinkprop", seed=0, device="cpu", quiet=True)
+    out = run_job(_config(), prepared, tmp_path / "run", method="sinkprop", seed=0, device="cpu", quiet=True)
     info = json.loads((out / "run.json").read_text())
     res = info["result"]
     assert res["best_vali"] >= res["init"]["vali"] and all(v >= res["init"]["vali"] for v in res["vali_by_penalty"])
@@ -240,48 +240,40 @@ def train_queries(fold) -> int:
 
 
 def test_patience_stops_a_penalty_after_stages_without_improvement(prepared, tmp_path):
-    out = train_run(_config(penalties=[1e9], stages=4, patience=1), prepared, tmp_path / "run", method="sinkprop",
+    out = run_job(_config(penalties=[1e9], stages=4, patience=1), prepared, tmp_path / "run", method="sinkprop",
                     seed=0, device="cpu", quiet=True)
     curve = pd.read_csv(out / "curve.csv")
     assert curve["stage"].tolist() == [0, 1]  # lambda = 1e9 cannot move: no stage improves
 
 
 def test_reruns_are_bit_identical_on_cpu(prepared, tmp_path):
-    outs = [train_run(_config(), prepared, tmp_path / f"r{i}", method="sinkprop", seed=3, device="cpu", quiet=True)
+    outs = [run_job(_config(), prepared, tmp_path / f"r{i}", method="sinkprop", seed=3, device="cpu", quiet=True)
             for i in range(2)]
     for name in ("scores.npy", "metrics.parquet"):
         assert (outs[0] / name).read_bytes() == (outs[1] / name).read_bytes()
     a, b = (pd.read_csv(o / "curve.csv").drop(columns="seconds") for o in outs)
     pd.testing.assert_frame_equal(a, b, check_exact=True)
-    other = train_run(_config(), prepared, tmp_path / "seed4", method="sinkprop", seed=4, device="cpu", quiet=True)
+    other = run_job(_config(), prepared, tmp_path / "seed4", method="sinkprop", seed=4, device="cpu", quiet=True)
     assert (other / "scores.npy").read_bytes() != (outs[0] / "scores.npy").read_bytes()  # the seed resamples
 
 
 def test_config_errors_name_the_key(prepared, tmp_path):
-    with pytest.raises(ConfigError, match=r"sinkprop_protocol\.stages: must be a positive integer"):
+    with pytest.raises(ConfigError, match=r"sinkprop_protocol\.stages': 0 is less than the minimum of 1"):
         sp.resolve_protocol({"stages": 0})
-    with pytest.raises(ConfigError, match=r"sinkprop_protocol\.penalties: must be a non-empty list"):
+    with pytest.raises(ConfigError, match=r"sinkprop_protocol\.penalties\.0': -1.0 is less than the minimum of 0"):
         sp.resolve_protocol({"penalties": [-1.0]})
-    with pytest.raises(ConfigError, match=r"sinkprop_protocol\.derived_query: unknown key"):
+    with pytest.raises(ConfigError, match=r"sinkprop_protocol\.derived_query': unknown key"):
         sp.resolve_protocol({"derived_query": 3})
     with pytest.raises(ConfigError, match=r"^model: the SinkProp protocol trains a linear scorer"):
-        train_run({**_config(), "model": {"type": "mlp", "hidden": [8]}}, prepared, tmp_path / "a",
+        run_job({**_config(), "model": {"type": "mlp", "hidden": [8]}}, prepared, tmp_path / "a",
                   method="sinkprop", seed=0, device="cpu", quiet=True)
     with pytest.raises(ConfigError, match=r"methods\.listnet\.loss: the SinkProp protocol anneals 'sigma'"):
-        train_run(_config(), prepared, tmp_path / "b", method="listnet", seed=0, device="cpu", quiet=True)
+        run_job(_config(), prepared, tmp_path / "b", method="listnet", seed=0, device="cpu", quiet=True)
     cfg = _config()
     cfg["methods"]["sinkprop"]["params"] = {"sigma": 0.5}
     with pytest.raises(ConfigError, match=r"methods\.sinkprop\.params\.sigma: set by the SinkProp protocol"):
-        train_run(cfg, prepared, tmp_path / "c", method="sinkprop", seed=0, device="cpu", quiet=True)
+        run_job(cfg, prepared, tmp_path / "c", method="sinkprop", seed=0, device="cpu", quiet=True)
     assert not any((tmp_path / n).exists() for n in "abc")
-
-
-def test_schema_defaults_match_the_protocol_defaults():
-    from bench.config.validate import load_schema
-
-    props = load_schema()["$defs"]["sinkprop_protocol"]["properties"]
-    assert set(props) - {"methods"} == set(sp.PROTOCOL_DEFAULTS)
-    assert {k: props[k]["default"] for k in sp.PROTOCOL_DEFAULTS} == sp.PROTOCOL_DEFAULTS
 
 
 def test_letor_fixture_run_is_graded_and_stopped_under_the_letor4_convention(tmp_path):
@@ -289,7 +281,7 @@ def test_letor_fixture_run_is_graded_and_stopped_under_the_letor4_convention(tmp
     fold = make_letor_fold(tmp_path / "letor")
     cfg = _config(stages=2, penalties=[0.1])
     cfg["metrics"] = {"names": ["ndcg@10", "map"], "empty_query": "one", "ties": "stable", "convention": "letor4"}
-    out = train_run(cfg, fold, tmp_path / "run", method="sinkprop", seed=0, device="cpu", quiet=True)
+    out = run_job(cfg, fold, tmp_path / "run", method="sinkprop", seed=0, device="cpu", quiet=True)
     res = json.loads((out / "run.json").read_text())["result"]
     vali = load_prepared(fold).splits["vali"]
     train = load_prepared(fold).splits["train"]

@@ -57,8 +57,8 @@ import socket
 import struct
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 ENV_VAR = "LTR_BENCH_JOB_SERVER"
 DISABLED = "off"

@@ -97,9 +97,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -855,7 +855,7 @@ class _LetorTables:
     hits: np.ndarray
 
     @classmethod
-    def of(cls, r: _Ranking, convention: str) -> "_LetorTables":
+    def of(cls, r: _Ranking, convention: str) -> _LetorTables:
         cached = getattr(r, "_letor_tables", None)
         if cached is not None and cached.convention == convention:
             return cached

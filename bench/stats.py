@@ -48,8 +48,8 @@ from __future__ import annotations
 
 import glob as _glob
 import itertools
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd

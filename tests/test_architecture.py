@@ -22,9 +22,10 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
-from functools import lru_cache
+from functools import cache
 
 import pytest
+
 from helpers import ROOT
 
 PACKAGE = ROOT / "bench"
@@ -54,7 +55,7 @@ def _module_name(path) -> str:
     return ".".join(parts)
 
 
-@lru_cache(maxsize=None)
+@cache
 def modules() -> dict[str, ast.Module]:
     return {_module_name(p): ast.parse(p.read_text(encoding="utf-8"), filename=str(p))
             for p in sorted(PACKAGE.rglob("*.py"))}

@@ -88,9 +88,9 @@ def test_cli_writes_parquet(prepared, tmp_path, capsys):
 @pytest.fixture(scope="module")
 def letor_fold(tmp_path_factory):
     """The LETOR oracle fixture (tests/fixtures/letor) prepared as a file-based fold."""
-    from helpers import ROOT
-
     import shutil
+
+    from helpers import ROOT
 
     fixture = tmp_path_factory.mktemp("letor")  # a copy of the fixture files
     for name in ("random.test.txt", "random.scores.txt", "eval-4.0.txt"):
@@ -129,7 +129,7 @@ def test_letor4_convention_through_prepare_and_evaluate_equals_the_official_scri
 
 
 def _finished_run(tmp_path, prepared, scores, name="run"):
-    run = _run(tmp_path, name, scores)
+    _run(tmp_path, name, scores)
     info = {"prepared_dir": str(prepared), "dataset_fingerprint": load_prepared(prepared).fingerprint}
     (tmp_path / name / "run.json").write_text(json.dumps(info))
     return tmp_path / name

@@ -17,6 +17,7 @@ import sys
 import time
 
 import pytest
+
 from helpers import copy_checkout
 
 pytestmark = [pytest.mark.slow,

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from helpers import copy_checkout
 
 ROOT = Path(__file__).resolve().parents[1]

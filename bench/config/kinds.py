@@ -30,8 +30,9 @@ own also adds one ``use rule run as <rule> with:`` in ``workflows/train.smk``.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from bench.errors import ConfigError
 

@@ -22,8 +22,9 @@ validate_config`) first.
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from bench.config import kinds
 from bench.errors import ConfigError

@@ -22,16 +22,23 @@ does exactly that, so tests see the same config the workflow sees.
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import jsonschema
 import yaml
 
 from bench.config import kinds, schema
+from bench.config.plan import (
+    compare_method_name,
+    dataset_convention,
+    merged_model,
+    method_kind,
+    resolve_role,
+    table_datasets,
+)
 from bench.config.schema import ROOT, SCHEMA_PATH, StudyValidator, _key, deepest_error, describe, load_schema  # noqa: F401
-from bench.config.plan import (compare_method_name, dataset_convention, merged_model, method_kind, resolve_role,
-                               table_datasets)
 from bench.errors import ConfigError
 
 DEFAULT_CONFIG = ROOT / "config" / "default.yaml"

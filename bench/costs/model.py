@@ -37,8 +37,9 @@ negative slope, i.e. noise, is taken as 0).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 

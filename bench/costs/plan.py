@@ -14,8 +14,9 @@ time; a run of ``--cores N`` (or N cluster jobs) divides the training part by at
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from bench.config.jobs import Job, target_jobs
 from bench.costs.calibration import Calibration

@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.config.jobs import Job, target_jobs
+from bench.costs.calibration import find_calibration
 from bench.costs.model import Context, project
 from bench.costs.sizing import device_kind
-from bench.costs.calibration import find_calibration
 
 STATES = ("done", "running", "interrupted", "remaining")
 STALE_S = 600.0

@@ -9,7 +9,8 @@ read-only install only pays the compile time on each process start.
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numba
 

@@ -34,8 +34,8 @@ import subprocess
 import tarfile
 import zipfile
 import zlib
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
-from typing import Iterator
 
 from bench.atomic import atomic_path, write_json
 from bench.data.fileaccess import expect_folder, file_access

@@ -39,11 +39,18 @@ from bench.data.checksum_cache import cached_sha256, record_sha256, recorded_sha
 from bench.data.extract import MANIFEST, extract_archive
 from bench.data.fileaccess import file_access
 from bench.data.registry import Dataset
-from bench.errors import (ChecksumError, DownloadError, ExtractError, FileAccessError, ManualDownloadRequired,
-                          TransferInterrupted, UsageError)
+from bench.errors import (
+    ChecksumError,
+    DownloadError,
+    ExtractError,
+    FileAccessError,
+    ManualDownloadRequired,
+    TransferInterrupted,
+    UsageError,
+)
 
-__all__ = ["ChecksumError", "DownloadError", "ManualDownloadRequired", "TransferInterrupted", "download", "fetch", "find_split_file",
-           "dataset_status", "source_sha256"]
+__all__ = ["ChecksumError", "DownloadError", "ManualDownloadRequired", "TransferInterrupted", "dataset_status", "download",
+           "fetch", "find_split_file", "source_sha256"]
 
 _CHUNK = 1 << 20
 

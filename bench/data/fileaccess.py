@@ -17,8 +17,8 @@ import contextlib
 import errno
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from bench.errors import BenchError, FileAccessError
 

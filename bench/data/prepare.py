@@ -70,6 +70,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.data import registry as reg
+from bench.data.fileaccess import expect_folder, file_access
 from bench.data.prepared import (  # re-exported: the reader lives apart (light imports)
     FORMAT_VERSION,
     SPLITS,
@@ -79,7 +80,6 @@ from bench.data.prepared import (  # re-exported: the reader lives apart (light 
     load_prepared,
     save_prepared,
 )
-from bench.data.fileaccess import expect_folder, file_access
 from bench.data.synthetic import PRESETS, generate_synthetic
 from bench.errors import ConfigError
 from bench.seeds import derive_seed

@@ -61,7 +61,7 @@ value is the mean of per-list losses over contributing lists (not a ratio of bat
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor

@@ -26,9 +26,10 @@ import ast
 import functools
 import importlib
 import inspect
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ def _declared_losses(path: Path) -> tuple[str, ...]:
     return ()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _scan(package: str, directory: Path) -> tuple[tuple[Path, str, str], ...]:
     """``(file, module, loss name)`` for every ``__losses__`` entry of one plug-in directory.
 
@@ -168,7 +169,7 @@ def info(name: str) -> LossInfo:
     raise ValueError(f"unknown loss {name!r}; known losses: {known}; or give 'package.module:function'")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _resolve(target: str) -> Any:
     module_name, _, attr = target.partition(":")
     if not module_name or not attr:

@@ -51,9 +51,10 @@ import statistics
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -332,11 +333,11 @@ def neural_data(spec: dict[str, Any], device: str) -> dict[str, Any]:
 
     def one(fraction: float) -> Callable[[], dict[str, Any]]:
         def measure() -> dict[str, Any]:
+            import torch
+
             from bench.data import load_prepared
             from bench.training.batches import epoch_lists, gather, score_lists
             from bench.training.device import deterministic, resolve_device
-
-            import torch
 
             dev = resolve_device(device, on_missing_cuda=None)
             with tempfile.TemporaryDirectory(prefix="ltr-calibration-") as tmp:
@@ -401,8 +402,8 @@ def gbdt(spec: dict[str, Any], device: str) -> dict[str, Any]:
                 start = time.perf_counter()
                 gbdt_run(config, Path(tmp) / "fold", Path(tmp) / "run", method="m", seed=0, device=device,
                          quiet=True, threads=spec.get("threads"))
-                return {"docs": n_docs, "rounds": rounds, "peak_bytes": peak_bytes(), "fold_bytes": fold_bytes(Path(tmp) / "fold"),
-                        "seconds": time.perf_counter() - start}
+                return {"docs": n_docs, "rounds": rounds, "peak_bytes": peak_bytes(),
+                        "fold_bytes": fold_bytes(Path(tmp) / "fold"), "seconds": time.perf_counter() - start}
 
         return measure
 

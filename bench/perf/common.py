@@ -31,7 +31,6 @@ import torch
 
 from bench.errors import UsageError
 
-
 # --------------------------------------------------------------------------- results
 
 

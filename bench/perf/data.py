@@ -35,6 +35,7 @@ from bench.errors import UsageError
 from bench.metrics import evaluate, parse_metric
 from bench.perf.common import SuiteResult, Target, fmt, loadavg, md_table, now_utc, targets_section
 
+
 @numba.njit(cache=True)
 def _write_rows(labels, qids, micro, decimals, out):
     """Format rows as ``label qid:q 1:v ... 136:v\\n`` into ``out``; returns bytes used.

@@ -30,9 +30,10 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -40,8 +41,18 @@ from bench import losses
 from bench.atomic import write_text
 from bench.errors import UsageError
 from bench.perf import reference
-from bench.perf.common import (PeakMemory, SuiteResult, Target, fmt, loadavg, machine_line, now_utc,
-                               parse_int_list, sync, targets_section)
+from bench.perf.common import (
+    PeakMemory,
+    SuiteResult,
+    Target,
+    fmt,
+    loadavg,
+    machine_line,
+    now_utc,
+    parse_int_list,
+    sync,
+    targets_section,
+)
 from bench.training.device import resolve_device
 
 SLOW_CALL_S = 5.0
@@ -159,7 +170,7 @@ def report_losses(args: argparse.Namespace) -> SuiteResult:
                 loss = losses.get(name)
                 if isinstance(loss, torch.nn.Module):
                     loss = loss.to(device=device, dtype=dtype)
-                ours = measure(lambda s: loss(s, labels, mask), scores, args.repeats)
+                ours = measure(lambda s, loss=loss, labels=labels, mask=mask: loss(s, labels, mask), scores, args.repeats)
                 entry["ours"], entry["peak"] = ours.seconds, ours.peak_mib
                 row += [fmt(ours.seconds), fmt(ours.peak_mib)]
             except Exception as exc:  # one failing loss must not hide the others' numbers
@@ -175,7 +186,7 @@ def report_losses(args: argparse.Namespace) -> SuiteResult:
                 what = _reference_label(label, length)
                 try:
                     sub = slice(0, b)
-                    refm = measure(lambda s: fn(s, labels[sub]), scores[sub], args.repeats)
+                    refm = measure(lambda s, fn=fn, y=labels[sub]: fn(s, y), scores[sub], args.repeats)
                     ours_b = loss(scores[sub], labels[sub], mask[sub]).item()
                     scaled = refm.seconds * args.batch / b
                     entry["ref"] = scaled

@@ -51,9 +51,9 @@ import argparse
 import math
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -64,8 +64,19 @@ from bench.errors import UsageError
 from bench.losses._common import discounts, gain
 from bench.losses.pirank import pirank_ndcg
 from bench.models import build_model
-from bench.perf.common import (PeakMemory, SuiteResult, Target, fmt, loadavg, machine_line, md_table, now_utc,
-                               parse_int_list, sync, targets_section)
+from bench.perf.common import (
+    PeakMemory,
+    SuiteResult,
+    Target,
+    fmt,
+    loadavg,
+    machine_line,
+    md_table,
+    now_utc,
+    parse_int_list,
+    sync,
+    targets_section,
+)
 from bench.training.device import resolve_device
 
 PAPER_LENGTHS = "125,1000,2197,3375"
@@ -463,4 +474,5 @@ def add_scaling_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, default=Path("reports/perf/scaling.md"))
 
 
-__all__ = ["CSV_COLUMNS", "add_scaling_arguments", "build_curves", "excess_slopes", "fullmatrix_pirank_ndcg", "loglog_slope", "report_scaling", "scaling_targets"]
+__all__ = ["CSV_COLUMNS", "add_scaling_arguments", "build_curves", "excess_slopes", "fullmatrix_pirank_ndcg", "loglog_slope",
+           "report_scaling", "scaling_targets"]

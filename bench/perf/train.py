@@ -36,8 +36,7 @@ from bench.data import generate_synthetic
 from bench.errors import UsageError
 from bench.losses import get, info
 from bench.models import build_model
-from bench.perf.common import (SuiteResult, Target, fmt, loadavg, machine_line, md_table, now_utc,
-                               sync, targets_section)
+from bench.perf.common import SuiteResult, Target, fmt, loadavg, machine_line, md_table, now_utc, sync, targets_section
 from bench.training.batches import epoch_lists, gather, split_to_tensors
 from bench.training.device import resolve_device
 

@@ -26,16 +26,17 @@ curves); nothing here trains, evaluates or calls a loss.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FixedLocator, FormatStrFormatter, MaxNLocator, NullFormatter  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.ticker import FixedLocator, FormatStrFormatter, MaxNLocator, NullFormatter  # noqa: E402
 
 from bench.atomic import atomic_path  # noqa: E402
 from bench.report.tables import metric_label  # noqa: E402

@@ -47,6 +47,7 @@ import pandas as pd
 
 from bench.metrics import LETOR_KINDS, conventions_caption, higher_is_better, parse_metric
 from bench.results import dataset_key
+
 TEST_NAMES = {
     "t": "one-sided paired t-test",
     "wilcoxon": "one-sided Wilcoxon signed-rank test",

@@ -64,7 +64,8 @@ def check(cond: bool, key: str, msg: str) -> None:
 def tau_at(schedule: dict[str, Any] | None, epoch: int, n_epochs: int) -> float | None:
     """Temperature for 0-based ``epoch`` of ``n_epochs`` (None when there is no schedule).
 
-    >>> tau_at({"kind": "exponential", "start": 10.0, "end": 0.1}, 0, 3), tau_at({"kind": "exponential", "start": 10.0, "end": 0.1}, 2, 3)
+    >>> exp = {"kind": "exponential", "start": 10.0, "end": 0.1}
+    >>> tau_at(exp, 0, 3), tau_at(exp, 2, 3)
     (10.0, 0.1)
     >>> round(tau_at({"kind": "exponential", "start": 10.0, "end": 0.1}, 1, 3), 6)
     1.0

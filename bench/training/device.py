@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

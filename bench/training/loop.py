@@ -36,15 +36,14 @@ from torch import Tensor, nn
 from bench.errors import TrainingDiverged
 from bench.models import build_model
 from bench.seeds import derive_seed
-from bench.training.budget import Budget
 from bench.training.batches import EvalLists, SplitData, epoch_lists, eval_lists, gather, score_lists, split_to_tensors
+from bench.training.budget import Budget
 from bench.training.common import evaluate_split, log
 from bench.training.config import lr_at, tau_at
 from bench.training.device import autocast, feature_store
 from bench.training.loss import LossCall
 from bench.training.progress import Reporter
-from bench.training.state import (CHECKPOINT_FORMAT, Trainables, TrainState, load_checkpoint,
-                                  save_checkpoint)
+from bench.training.state import CHECKPOINT_FORMAT, Trainables, TrainState, load_checkpoint, save_checkpoint
 
 EXIT_ENV = "BENCH_TRAIN_EXIT_AFTER_EPOCH"
 EXIT_STATUS = 75

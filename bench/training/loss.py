@@ -8,8 +8,9 @@ reaches it and whether it takes the run's seeded generator (ListMLE's tie order)
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from torch import Tensor, nn
 

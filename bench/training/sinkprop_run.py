@@ -31,9 +31,17 @@ from bench.training.config import resolve_run_config
 from bench.training.device import deterministic, resolve_device, torch_threads
 from bench.training.linear import best_index, predict, ridge_path, select_penalty, vali_metric
 from bench.training.loss import make_loss
-from bench.training.sinkprop_protocol import (Annealing, PenaltyFit, check_linear_model, curve_frame,
-                                              derived_chunks, loss_with_sigma, resolve_protocol, score_variance,
-                                              sigma_schedule)
+from bench.training.sinkprop_protocol import (
+    Annealing,
+    PenaltyFit,
+    check_linear_model,
+    curve_frame,
+    derived_chunks,
+    loss_with_sigma,
+    resolve_protocol,
+    score_variance,
+    sigma_schedule,
+)
 
 SEEDING = "bench.seeds.derive_seed(dataset, fold, method, seed, 'resample')"
 

@@ -7,11 +7,11 @@ import subprocess
 from collections import Counter
 
 import pytest
-from helpers import ROOT
 
 from bench.config.jobs import expand_targets, target_jobs
 from bench.config.validate import load_config
 from bench.errors import ConfigError
+from helpers import ROOT
 
 PROFILES = {
     "default": [],

@@ -7,11 +7,11 @@ is what these tests see.
 from __future__ import annotations
 
 import pytest
-from helpers import ROOT
 
 from bench.config import plan
 from bench.config import validate as cv
 from bench.errors import ConfigError
+from helpers import ROOT
 
 
 @pytest.fixture(scope="module")

@@ -12,12 +12,12 @@ import copy
 
 import pytest
 import yaml
-from helpers import ROOT
 
 from bench.config import plan, schema
 from bench.config.run import resolve_train
 from bench.config.validate import load_config, validate_config
 from bench.errors import ConfigError
+from helpers import ROOT
 
 
 @pytest.fixture

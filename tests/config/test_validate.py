@@ -7,11 +7,10 @@ import copy
 import pytest
 import yaml
 
-from helpers import ROOT
-
 from bench.config import plan
 from bench.config import validate as cv
 from bench.errors import ConfigError
+from helpers import ROOT
 
 
 @pytest.fixture(scope="module")

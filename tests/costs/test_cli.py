@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+
 from helpers import ROOT
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="calibration forks: Linux only")

@@ -8,12 +8,12 @@ import pytest
 
 from bench.config import kinds, plan
 from bench.config.jobs import Job
+from bench.config.run import resolve_train
 from bench.config.validate import load_config
 from bench.costs.calibration import Calibration, Device
 from bench.costs.model import Context, line, peak_fit, project, shape_spec
 from bench.data.shapes import FoldShape, SplitShape
 from bench.training.budget import Budget
-from bench.config.run import resolve_train
 
 SCALE = ("config/paper.yaml", "config/scale.yaml")
 

@@ -14,8 +14,14 @@ from bench.config import plan
 from bench.config.jobs import Job
 from bench.config.validate import load_config
 from bench.costs import sizing, status
-from bench.costs.calibration import (Calibration, Device, device_slug, find_calibration, load_calibration,
-                                     open_calibration)
+from bench.costs.calibration import (
+    Calibration,
+    Device,
+    device_slug,
+    find_calibration,
+    load_calibration,
+    open_calibration,
+)
 from bench.costs.model import Context, project
 from bench.errors import UsageError
 from bench.training.progress import write_progress
@@ -23,7 +29,10 @@ from bench.training.progress import write_progress
 SCALE = ("config/paper.yaml", "config/scale.yaml")
 
 
-def _filled(config, device=Device("cpu", "test cpu", 1), folder=None) -> Calibration:
+TEST_CPU = Device("cpu", "test cpu", 1)
+
+
+def _filled(config, device=TEST_CPU, folder=None) -> Calibration:
     """A calibration holding made-up measurements for every job of the config's `all`."""
     from bench.config.jobs import target_jobs
 

@@ -15,12 +15,10 @@ import hashlib
 import os
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from bench.cli import main as cli_main
-from bench.data import REGISTRY, prepare_fold
-from bench.data import checksum_cache
+from bench.data import REGISTRY, checksum_cache, prepare_fold
 from bench.data.fetch import fetch
 
 

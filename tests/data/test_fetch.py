@@ -26,9 +26,16 @@ import pytest
 from bench.cli import main as cli_main
 from bench.data import REGISTRY, read_svmlight
 from bench.data.extract import ExtractError, extract_archive
-from bench.data.fetch import (ChecksumError, DownloadError, ManualDownloadRequired,
-                              TransferInterrupted, dataset_status, download, fetch,
-                              find_split_file)
+from bench.data.fetch import (
+    ChecksumError,
+    DownloadError,
+    ManualDownloadRequired,
+    TransferInterrupted,
+    dataset_status,
+    download,
+    fetch,
+    find_split_file,
+)
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -79,7 +79,7 @@ def test_number_spellings_and_rounding_edge_cases(tmp_path):
     """Random decimals incl. exact float32 midpoints (ties) and 20+ digit mantissas."""
     rnd = random.Random(7)
     toks = []
-    for k in range(400):
+    for _ in range(400):
         r = rnd.random()
         if r < 0.3:
             f = np.float32(rnd.uniform(-1e4, 1e4))

@@ -179,7 +179,7 @@ def test_sinkhorn_vector_backward_matches_autograd_and_finite_differences(max_it
     v2 = torch.einsum("bi,bij,bj->b", a * rows, sinkhorn(k2, rows, cols, max_iter=max_iter, tol=tol), b * cols)
     v2.sum().backward()
     assert torch.allclose(v1, v2, rtol=1e-12) and torch.allclose(k1.grad, k2.grad, atol=1e-12)
-    f = lambda x, l, r: sinkhorn_bilinear(x, l, r, rows, cols, max_iter=max_iter, tol=tol)  # noqa: E731
+    f = lambda x, left, right: sinkhorn_bilinear(x, left, right, rows, cols, max_iter=max_iter, tol=tol)  # noqa: E731
     assert torch.autograd.gradcheck(f, (k.requires_grad_(True), a.requires_grad_(True), b.requires_grad_(True)))
 
 

@@ -12,10 +12,10 @@ import textwrap
 import pytest
 
 from bench import losses
+from bench.cli import main
 from bench.perf import losses as perf
 from bench.perf import reference as perf_reference
 from bench.perf.suites import SUITES
-from bench.cli import main
 
 
 def _rows(text: str) -> list[list[str]]:

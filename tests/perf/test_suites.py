@@ -13,12 +13,12 @@ import pandas as pd
 import pytest
 import torch
 
-from bench.perf import scaling as perf_scaling
-from bench.perf import study as perf_study
-from bench.perf import losses as perf_losses
-from bench.perf.suites import SUITES
 from bench.cli import main
 from bench.errors import UsageError
+from bench.perf import losses as perf_losses
+from bench.perf import scaling as perf_scaling
+from bench.perf import study as perf_study
+from bench.perf.suites import SUITES
 from bench.report import figures
 
 

@@ -7,13 +7,11 @@ import html.parser
 import pandas as pd
 import pytest
 
-from helpers import ROOT
-
 from bench.config import plan
 from bench.config import validate as cv
 from bench.report import tables as T
 from bench.report.paper import load_paper_numbers
-
+from helpers import ROOT
 
 
 def _stats(rows):

@@ -9,11 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers import make_prepared
-
 from bench.errors import ConfigError, LibraryError
 from bench.results import RUN_JSON_KEYS
 from bench.training.gbdt import gbdt_run, resolve_gbdt_config
+from helpers import make_prepared
 
 METRICS = ["ndcg@10", "mrr", "arp"]
 # tiny data: the MSLR defaults (min hessian 100) would forbid every split

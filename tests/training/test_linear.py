@@ -15,14 +15,13 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import make_letor_fold, make_prepared
 
 from bench.data import load_prepared
 from bench.errors import ConfigError
 from bench.metrics import evaluate, summarize
 from bench.results import RUN_JSON_KEYS
-from bench.training.linear import (best_index, linear_run, predict, resolve_linear_config,
-                                   ridge_path)
+from bench.training.linear import best_index, linear_run, predict, resolve_linear_config, ridge_path
+from helpers import make_letor_fold, make_prepared
 
 METRICS = ["ndcg@1", "ndcg@10", "map"]
 TOL = 1e-8

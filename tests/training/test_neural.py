@@ -18,8 +18,6 @@ import pytest
 import torch
 import yaml
 
-from helpers import ROOT, make_prepared
-
 from bench import losses
 from bench.errors import ConfigError, TrainingDiverged
 from bench.results import RUN_JSON_KEYS
@@ -28,6 +26,7 @@ from bench.training.loop import EXIT_ENV, EXIT_STATUS
 from bench.training.neural import train_run
 from bench.training.progress import read_progress
 from bench.training.state import default_checkpoint_dir
+from helpers import make_prepared
 
 METRICS = ["ndcg@5", "ndcg@10", "mrr", "arp", "opa"]
 

@@ -16,7 +16,6 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from helpers import make_prepared
 
 from bench.training import gbdt, loop, progress
 from bench.training.progress import (
@@ -27,6 +26,7 @@ from bench.training.progress import (
     read_progress,
     write_progress,
 )
+from helpers import make_prepared
 
 RECORD_KEYS = {"kind", "pid", "host", "started", "updated", "unit", "done", "total", "epoch", "epochs", "elapsed_s",
                "eta_s", "eta_is_upper_bound", "docs_per_s", "vali"}

@@ -17,7 +17,6 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from helpers import make_letor_fold, make_prepared
 from scipy import stats
 
 from bench.data import load_prepared
@@ -26,8 +25,9 @@ from bench.errors import ConfigError
 from bench.losses.sinkprop import sinkprop
 from bench.metrics import evaluate, summarize
 from bench.training import sinkprop_protocol as sp
-from bench.training.linear import predict, ridge_path
 from bench.training.cli import run_job
+from bench.training.linear import predict, ridge_path
+from helpers import make_letor_fold, make_prepared
 
 METRICS = ["ndcg@1", "ndcg@10"]
 SMALL = {"derived_queries": 20, "max_derived_size": 200, "init_penalties": [0.0], "penalties": [0.01, 1.0],

@@ -43,6 +43,11 @@ class LibraryError(TrainingFailed):
     """A training library (LightGBM, XGBoost) refused the data or the parameters."""
 
 
+class IntegrityError(BenchError, ValueError):
+    """A result file whose bytes no longer match the digest written with it (bench.data.integrity);
+    the message names the file and what to type to rebuild it."""
+
+
 class FrozenMismatch(BenchError):
     """The frozen baselines do not match the current protocol, data or their own checksums."""
 

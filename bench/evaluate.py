@@ -34,8 +34,11 @@ import numpy as np
 import pandas as pd
 
 from bench.data.sublists import seeded_sublists
-from bench.errors import UsageError
+from bench.errors import IntegrityError, UsageError
 from bench.results import CONVENTION_COLUMN, SCORES_FILE, dataset_key, read_run_info, read_scores, write_frame
+
+# the prepared files an evaluation reads (and so checks against the fold's digests.json)
+TEST_ARRAYS = ("test/labels", "test/qids", "test/offsets")
 
 
 def evaluate_runs(
@@ -54,7 +57,8 @@ def evaluate_runs(
     from bench.data import load_prepared
     from bench.metrics import evaluate_with_convention
 
-    test = load_prepared(prepared_dir).splits["test"]
+    # only the files read here are checked against their digests (never the fold's features)
+    test = load_prepared(prepared_dir, check=TEST_ARRAYS).splits["test"]
     labels = np.asarray(test.labels, dtype=np.float64)
     offsets = np.asarray(test.offsets, dtype=np.int64)
     qids = np.asarray(test.qids, dtype=np.int64)
@@ -110,9 +114,11 @@ def export_scores(run_dir: str | Path, out: str | Path, *, prepared_dir: str | P
     try:
         info = read_run_info(run_dir)
         scores = read_scores(run_dir)
+    except IntegrityError:
+        raise
     except (OSError, ValueError) as exc:
         raise UsageError(f"--run {run_dir}: not a finished run directory ({exc})") from exc
-    prepared = load_prepared(prepared_dir if prepared_dir is not None else info["prepared_dir"])
+    prepared = load_prepared(prepared_dir if prepared_dir is not None else info["prepared_dir"], check=TEST_ARRAYS)
     if info.get("dataset_fingerprint") not in (None, prepared.fingerprint):
         raise UsageError(f"--prepared {prepared.path}: its fingerprint differs from the run's "
                          f"(run.json dataset_fingerprint); the fold was re-prepared since the run")
@@ -157,6 +163,8 @@ def _cli(args) -> int:
         frame = evaluate_runs(args.prepared, runs, args.metrics, dataset=args.dataset, fold=args.fold,
                               list_sizes=args.list_sizes, empty_query=args.empty_query, ties=args.ties,
                               convention=args.convention)
+    except IntegrityError:
+        raise
     except (ValueError, FileNotFoundError) as exc:
         raise UsageError(str(exc)) from exc
     write_frame(frame, args.out)

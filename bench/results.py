@@ -4,8 +4,8 @@ The readers: :func:`read_scores`, :func:`read_run_info`, :func:`read_curve` (a r
 and :func:`read_frames` (per-query frames).
 
 A run directory (``results/runs/<experiment>/<dataset>/<fold>/<method>/seed<k>/``) holds
-exactly four files, written together by :func:`write_run` as one atomic directory (so a
-failed run leaves nothing behind):
+four result files and their ``digests.json``, written together by :func:`write_run` as one
+atomic directory (so a failed run leaves nothing behind):
 
 - ``scores.npy``: float32, one score per test document in test-split order. When the
   evaluation lists are sub-sampled (``train.test_list_size`` = ``L_test``), documents left
@@ -17,6 +17,12 @@ failed run leaves nothing behind):
   train_loss, seconds`` and one ``vali_<metric>`` column per validation metric.
 - ``run.json``: provenance, keys listed in :data:`RUN_JSON_KEYS`
   (:func:`bench.provenance.run_header` plus the trainer's device, timing and result).
+- ``digests.json``: the XXH3-128 digest of each of the four (:mod:`bench.data.integrity`). Every
+  reader here checks the file it reads against it first: a changed byte stops the reader
+  with one line naming the file and the command that rebuilds the run.
+
+Per-query and statistics frames written by :func:`write_frame` get a sidecar
+``<file>.digest``, checked by :func:`read_frame` / :func:`read_frames` the same way.
 
 A **per-query frame** (``ltr-bench evaluate``'s output, the frozen baselines, what
 ``ltr-bench stats`` reads) has the key columns :data:`KEY_COLUMNS`, one float column per
@@ -42,6 +48,7 @@ import numpy as np
 import pandas as pd
 
 from bench.atomic import atomic_path
+from bench.data.integrity import verify, write_digests, write_sidecar
 from bench.provenance import plain
 
 RUN_JSON_KEYS = (
@@ -77,6 +84,7 @@ SCORES_FILE = "scores.npy"
 METRICS_FILE = "metrics.parquet"
 CURVE_FILE = "curve.csv"
 RUN_JSON_FILE = "run.json"
+RUN_FILES = (SCORES_FILE, METRICS_FILE, CURVE_FILE, RUN_JSON_FILE)
 
 
 def dataset_key(dataset: str, l_test: int | None) -> str:
@@ -104,7 +112,8 @@ def write_run(
     curve: pd.DataFrame,
     run_info: dict[str, Any],
 ) -> Path:
-    """Write the four run files into ``out_dir`` as one atomic directory; return its path."""
+    """Write the four run files and their ``digests.json`` into ``out_dir`` as one atomic
+    directory; return its path."""
     missing = [k for k in RUN_JSON_KEYS if k not in run_info]
     if missing:
         raise ValueError(f"run.json is missing keys {missing}")
@@ -116,30 +125,54 @@ def write_run(
         (tmp / RUN_JSON_FILE).write_text(
             json.dumps(plain(run_info), indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8"
         )
+        write_digests(tmp, RUN_FILES)
     return out
+
+
+def _checked(path: Path) -> Path:
+    """``path`` once it matches its digest (:func:`bench.data.integrity.verify`); a missing file
+    is left to the reader's own error."""
+    if path.is_file():
+        verify(path)
+    return path
 
 
 def read_scores(run_dir: str | os.PathLike) -> np.ndarray:
     """A run's ``scores.npy``: float32, one score per test document (NaN: not scored)."""
-    return np.load(Path(run_dir) / SCORES_FILE)
+    return np.load(_checked(Path(run_dir) / SCORES_FILE))
 
 
 def read_run_info(run_dir: str | os.PathLike) -> dict[str, Any]:
     """A run's ``run.json`` (keys :data:`RUN_JSON_KEYS`)."""
-    return json.loads((Path(run_dir) / RUN_JSON_FILE).read_text(encoding="utf-8"))
+    return json.loads(_checked(Path(run_dir) / RUN_JSON_FILE).read_text(encoding="utf-8"))
 
 
 def read_curve(run_dir: str | os.PathLike) -> pd.DataFrame:
     """A run's ``curve.csv``: one row per epoch (GBDT: per boosting round)."""
-    return pd.read_csv(Path(run_dir) / CURVE_FILE)
+    return pd.read_csv(_checked(Path(run_dir) / CURVE_FILE))
 
 
-def write_frame(frame: pd.DataFrame, path: str | os.PathLike) -> None:
-    """Write a per-query or statistics frame as parquet, atomically."""
+def read_metrics(run_dir: str | os.PathLike) -> pd.DataFrame:
+    """A run's ``metrics.parquet``: the per-query frame of its test split."""
+    return pd.read_parquet(_checked(Path(run_dir) / METRICS_FILE))
+
+
+def write_frame(frame: pd.DataFrame, path: str | os.PathLike, *, digest: bool = True) -> None:
+    """Write a per-query or statistics frame as parquet, atomically, with its sidecar digest
+    ``<path>.digest`` (renamed into place just before the frame; ``digest=False``: none)."""
     with atomic_path(path) as tmp:
         frame.to_parquet(tmp, index=False)
+        if digest:
+            write_sidecar(path, tmp)
+
+
+def read_frame(path: str | os.PathLike) -> pd.DataFrame:
+    """One parquet frame, checked against its digest first (a run's ``metrics.parquet``
+    against the run's ``digests.json``, any other against its ``<path>.digest``)."""
+    return pd.read_parquet(_checked(Path(path)))
 
 
 def read_frames(paths: Iterable[str | os.PathLike]) -> pd.DataFrame:
-    """Concatenate parquet frames (per-query metrics of several runs, folds or methods)."""
-    return pd.concat([pd.read_parquet(p) for p in paths], ignore_index=True)
+    """Concatenate parquet frames (per-query metrics of several runs, folds or methods),
+    each checked against its digest first (:func:`read_frame`)."""
+    return pd.concat([read_frame(p) for p in paths], ignore_index=True)

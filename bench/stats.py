@@ -56,6 +56,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from bench.errors import UsageError
+from bench.data.integrity import verify
 from bench.results import INFO_COLUMNS, KEY_COLUMNS, write_frame
 from bench.seeds import derive_seed
 
@@ -351,6 +352,7 @@ def load_per_query(inputs: Sequence[str]) -> pd.DataFrame:
     for path in dict.fromkeys(paths):  # keep order, drop repeats
         if not Path(path).is_file():
             raise UsageError(f"--inputs file {path} does not exist")
+        verify(path)  # its digest first: a changed byte is named as such, with the rebuild command
         try:
             df = pd.read_parquet(path)
         except Exception as exc:  # pyarrow raises several types for a broken file

@@ -190,7 +190,7 @@ def test_projecting_costs_imports_no_torch():
 
 
 def _documented_layers() -> dict[str, int]:
-    """docs/architecture.md's layer table as ``{unit: layer}`` (``"<package>.cli"``: the cli layer)."""
+    """The layer table of docs/architecture.md as ``{unit: layer}`` (``"<package>.cli"``: the cli layer)."""
     import re
 
     out = {}

@@ -21,7 +21,7 @@ def test_write_run_refuses_an_incomplete_run_json_and_leaves_nothing(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
-def test_write_run_writes_the_four_files(tmp_path):
+def test_write_run_writes_the_four_files_and_their_digests(tmp_path):
     metrics = label_metrics(pd.DataFrame({"query": [7], "mrr": [1.0]}), dataset="d", fold="F", method="m", seed=3)
     assert list(metrics.columns) == ["dataset", "fold", "method", "seed", "query", "mrr", "convention"]
     assert metrics["convention"].tolist() == ["default"]
@@ -30,7 +30,7 @@ def test_write_run_writes_the_four_files(tmp_path):
     assert letor["convention"].tolist() == ["letor4"]
     out = write_run(tmp_path / "run", scores=np.array([0.5]), metrics=metrics,
                     curve=pd.DataFrame({"epoch": [1]}), run_info={k: 1 for k in RUN_JSON_KEYS})
-    assert sorted(p.name for p in out.iterdir()) == ["curve.csv", "metrics.parquet", "run.json", "scores.npy"]
+    assert sorted(p.name for p in out.iterdir()) == ["curve.csv", "digests.json", "metrics.parquet", "run.json", "scores.npy"]
     assert np.load(out / "scores.npy").dtype == np.float32
 
 

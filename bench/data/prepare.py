@@ -81,7 +81,7 @@ from bench.data.prepared import (  # re-exported: the reader lives apart (light 
     save_prepared,
 )
 from bench.data.synthetic import PRESETS, generate_synthetic
-from bench.errors import ConfigError
+from bench.errors import ConfigError, IntegrityError
 from bench.seeds import derive_seed
 
 __all__ = ["DEFAULT_OPTIONS", "FORMAT_VERSION", "PreparedFold", "Split", "load_prepared",
@@ -391,9 +391,11 @@ def prepare_fold(source: str, fold: str, out: str | os.PathLike, options: dict |
     cache_key = hashlib.sha256(json.dumps(key_obj, sort_keys=True).encode()).hexdigest()
     if not force and (out / "meta.json").exists():
         try:
-            cached = load_prepared(out)
+            cached = load_prepared(out)  # checks every file against its digest (bench.data.integrity)
             if cached.meta.get("cache_key") == cache_key:
                 return cached
+        except IntegrityError as exc:
+            log(f"rebuilding {out}: {exc}")
         except (OSError, ValueError, KeyError):
             pass  # unreadable or stale cache: rebuild it
     t0 = time.perf_counter()
@@ -439,5 +441,5 @@ def prepare_fold(source: str, fold: str, out: str | os.PathLike, options: dict |
         save_prepared(out, splits, meta)
     counts = ", ".join(f"{s}: {meta['splits'][s]['n_queries']} queries" for s in SPLITS)
     log(f"prepared {source} {fold} -> {out} ({counts})")
-    return load_prepared(out)
+    return load_prepared(out, check=False)  # just written, digests computed from these bytes
 

@@ -4,6 +4,16 @@ Kept apart from the writer so that every job that only *reads* a fold (training,
 evaluation) imports NumPy and nothing else: the writer pulls in the numba parser and SciPy
 (about 0.5 s per process, paid by every one of the study's ~100 jobs). The layout and the
 fingerprint are documented in :mod:`bench.data.prepare`.
+
+Integrity on read (:mod:`bench.data.integrity`): :func:`save_prepared` writes ``digests.json``
+(XXH3-128 of every array file and of ``meta.json``) inside the fold's atomic directory, and
+:func:`load_prepared` checks the files a reader uses before opening them (``check``: every
+file by default; ``evaluate`` checks only the test labels, qids and offsets). A fold with a
+changed byte stops the reader with one line naming the file and the command that rebuilds
+the fold. The ``fingerprint`` in ``meta.json`` (sha256 over the arrays, see
+:mod:`bench.data.prepare`) identifies the *data* (runs and frozen baselines record it);
+recomputing it costs a full sha256 pass, so :meth:`PreparedFold.verify` stays an explicit
+check, not part of every read.
 """
 
 from __future__ import annotations
@@ -17,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.atomic import atomic_path
+from bench.errors import IntegrityError
 
 __all__ = ["ARRAYS", "FORMAT_VERSION", "SPLITS", "PreparedFold", "Split", "load_prepared", "save_prepared"]
 
@@ -57,11 +68,13 @@ class PreparedFold:
         return int(self.meta["n_features"])
 
     def verify(self) -> None:
-        """Recompute the fingerprint from the arrays; ValueError when it differs."""
+        """Recompute the fingerprint from the arrays; :class:`IntegrityError` when it differs."""
+        from bench.data.integrity import rebuild_hint
+
         actual = _fingerprint({s: {a: getattr(sp, a) for a in ARRAYS} for s, sp in self.splits.items()})
         if actual != self.fingerprint:
-            raise ValueError(f"{self.path}: arrays do not match meta.json fingerprint "
-                             f"({actual} != {self.fingerprint}); re-run prepare with --force")
+            raise IntegrityError(f"{self.path}: arrays do not match meta.json fingerprint "
+                                 f"({actual} != {self.fingerprint}); rebuild it: {rebuild_hint(self.path)}")
 
 
 def _fingerprint(arrays: dict) -> str:
@@ -70,14 +83,30 @@ def _fingerprint(arrays: dict) -> str:
         for name in ARRAYS:
             a = np.ascontiguousarray(arrays[split][name])
             h.update(f"{split}/{name}:{a.dtype.str}:{a.shape}\n".encode())
-            h.update(memoryview(a).cast("B"))
+            if a.size:  # memoryview cannot cast an empty array (zeros in its shape); it adds no bytes
+                h.update(memoryview(a).cast("B"))
     return h.hexdigest()
 
 
-def load_prepared(path: str | os.PathLike) -> PreparedFold:
-    """Open a prepared fold (arrays memory-mapped read-only). Errors name the file at fault."""
+def array_files() -> list[str]:
+    """The fold's array files, relative to the fold directory (``train/features.npy``, ...)."""
+    return [f"{split}/{name}.npy" for split in SPLITS for name in ARRAYS]
+
+
+def load_prepared(path: str | os.PathLike, *, check: bool | tuple[str, ...] = True) -> PreparedFold:
+    """Open a prepared fold (arrays memory-mapped read-only). Errors name the file at fault.
+
+    ``check``: which files to verify against ``digests.json`` first (:mod:`bench.data.integrity`):
+    ``True`` every array, a tuple of ``"<split>/<array>"`` names only those, ``False`` none;
+    ``meta.json`` is checked unless ``check`` is ``False``.
+    """
+    from bench.data.integrity import verify_dir
+
     path = Path(path)
     meta_path = path / "meta.json"
+    if check is not False and meta_path.is_file():
+        names = array_files() if check is True else [f"{n}.npy" for n in check]
+        verify_dir(path, ["meta.json", *names])
     try:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -111,8 +140,10 @@ def save_prepared(path: str | os.PathLike, splits: dict, meta: dict) -> None:
     """Write ``splits`` (split -> array name -> array) and ``meta`` as a prepared fold, atomically.
 
     ``meta`` is written as given (:mod:`bench.data.prepare` builds it, with the fingerprint of
-    the arrays); the directory appears complete or not at all.
+    the arrays); the directory appears complete or not at all, with its ``digests.json``.
     """
+    from bench.data.integrity import write_digests
+
     with atomic_path(Path(path), is_dir=True) as tmp:
         for split in SPLITS:
             (tmp / split).mkdir()
@@ -120,6 +151,7 @@ def save_prepared(path: str | os.PathLike, splits: dict, meta: dict) -> None:
                 np.save(tmp / split / f"{name}.npy", splits[split][name], allow_pickle=False)
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True, allow_nan=True) + "\n",
                                        encoding="utf-8")
+        write_digests(tmp, ["meta.json", *array_files()])
 
 
 def fingerprint(splits: dict) -> str:

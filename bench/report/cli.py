@@ -27,7 +27,7 @@ import pandas as pd
 from bench.atomic import write_text
 from bench.config.plan import FIGURES
 from bench.errors import UsageError
-from bench.results import KEY_COLUMNS, read_frames, write_frame
+from bench.results import KEY_COLUMNS, read_frame, read_frames, write_frame
 
 
 def _spec(text: str) -> dict[str, Any]:
@@ -54,7 +54,7 @@ def _cli_table(args) -> int:
 
     spec = _spec(args.spec)
     spec.setdefault("name", args.name)
-    stats = pd.read_parquet(args.stats)
+    stats = read_frame(args.stats)
     paper = load_paper_numbers(args.paper_numbers) if args.paper_numbers else load_paper_numbers()
     _write_table(build_table(stats, spec, paper), args.md, args.tex, args.html)
     return 0
@@ -71,7 +71,7 @@ def _cli_figure(args) -> int:
     elif name == "temperature_figure":
         fig = F.temperature_figure(F.read_curves(spec["runs"]), spec["metrics"])
     elif name == "listsize_figure":
-        data = F.listsize_data(pd.read_parquet(_one(inputs, name)), spec["dataset"], spec["l_train"],
+        data = F.listsize_data(read_frame(_one(inputs, name)), spec["dataset"], spec["l_train"],
                                spec["list_sizes"], spec["metrics"])
         fig = F.listsize_figure(data)
     elif name == "recall_heatmap":
@@ -81,7 +81,7 @@ def _cli_figure(args) -> int:
         grid = F.recall_grid(per_query, spec["methods"], spec["m"], spec["k"], spec.get("metric", "recall_arf"))
         fig = F.recall_heatmap(grid, spec.get("labels"))
     elif name == "neuralndcg_curves":
-        fig = F.neuralndcg_curves(pd.read_parquet(_one(inputs, name)))
+        fig = F.neuralndcg_curves(read_frame(_one(inputs, name)))
     else:
         raise UsageError(f"unknown figure {name!r}; known: {', '.join(FIGURES)}")
     F.save(fig, args.png, args.pdf)

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.errors import ConfigError, UsageError
+from bench.errors import ConfigError, IntegrityError, UsageError
 from bench.provenance import run_header
 from bench.results import label_metrics, write_run
 
@@ -71,7 +71,9 @@ def load_fold(prepared_dir: str | os.PathLike, *, method: str, seed: int) -> Run
     from bench.data import load_prepared
 
     try:
-        prepared = load_prepared(prepared_dir)
+        prepared = load_prepared(prepared_dir)  # every file checked against its digest (bench.data.integrity)
+    except IntegrityError:
+        raise  # names the file and the rebuild command already
     except (FileNotFoundError, ValueError) as exc:
         raise ConfigError(f"--prepared: {exc}") from exc
     return RunFold(prepared, prepared_dir, method, int(seed))

@@ -125,13 +125,17 @@ def test_half_written_or_damaged_cache_is_rejected(mslr_raw, tmp_path):
     out = tmp_path / "p"
     prepare_fold("mslr-web30k", "Fold1", out, raw_dir=mslr_raw, log=lambda m: None)
     (out / "vali" / "labels.npy").unlink()
-    with pytest.raises(ValueError, match=r"vali/labels\.npy: cannot open"):
+    with pytest.raises(ValueError, match=r"vali/labels\.npy: missing \(its digest is recorded\); rebuild it"):
         load_prepared(out)
+    with pytest.raises(ValueError, match=r"vali/labels\.npy: cannot open"):
+        load_prepared(out, check=False)
     rebuilt = prepare_fold("mslr-web30k", "Fold1", out, raw_dir=mslr_raw, log=lambda m: None)
     rebuilt.verify()
     np.save(out / "test" / "labels.npy", np.zeros(3, np.float32))
-    with pytest.raises(ValueError, match=r"test/labels\.npy: shape \(3,\), meta\.json says"):
+    with pytest.raises(ValueError, match=r"test/labels\.npy: contents changed since it was written"):
         load_prepared(out)
+    with pytest.raises(ValueError, match=r"test/labels\.npy: shape \(3,\), meta\.json says"):
+        load_prepared(out, check=False)
     with pytest.raises(FileNotFoundError, match="meta.json: missing"):
         load_prepared(tmp_path / "nothing")
 

@@ -48,7 +48,7 @@ def _config() -> dict:
 def test_each_objective_trains_and_writes_a_complete_run(prepared, tmp_path, method):
     lib, objective = METHODS[method]
     out = gbdt_run(_config(), prepared, tmp_path / "run", method=method, seed=0, device="cpu", quiet=True)
-    assert sorted(p.name for p in out.iterdir()) == ["curve.csv", "metrics.parquet", "run.json", "scores.npy"]
+    assert sorted(p.name for p in out.iterdir()) == ["curve.csv", "digests.json", "metrics.parquet", "run.json", "scores.npy"]
     info = json.loads((out / "run.json").read_text())
     assert set(RUN_JSON_KEYS) <= set(info) and info["kind"] == "gbdt" and info["device"] == "cpu"
     params = info["library_parameters"]

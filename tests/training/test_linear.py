@@ -157,7 +157,7 @@ def test_cli_runs_and_export_scores_reads_the_run(prepared, tmp_path):
                           "--method", "lr", "--seed", "0", "--config", str(cfg), "--device", "cpu", "--quiet"],
                          capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
-    assert sorted(p.name for p in run.iterdir()) == ["curve.csv", "metrics.parquet", "run.json", "scores.npy"]
+    assert sorted(p.name for p in run.iterdir()) == ["curve.csv", "digests.json", "metrics.parquet", "run.json", "scores.npy"]
     exported = tmp_path / "scores.txt"
     res = subprocess.run([sys.executable, "-m", "bench.cli", "export-scores", "--run", str(run), "--out",
                           str(exported)], capture_output=True, text=True)

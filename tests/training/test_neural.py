@@ -61,7 +61,7 @@ def _config(**train) -> dict:
 
 def test_outputs_complete(prepared, tmp_path):
     out = train_run(_config(), prepared, tmp_path / "run", method="ranknet", seed=0, device="cpu", quiet=True)
-    assert sorted(p.name for p in out.iterdir()) == ["curve.csv", "metrics.parquet", "run.json", "scores.npy"]
+    assert sorted(p.name for p in out.iterdir()) == ["curve.csv", "digests.json", "metrics.parquet", "run.json", "scores.npy"]
     info = json.loads((out / "run.json").read_text())
     assert set(RUN_JSON_KEYS) <= set(info)
     assert info["kind"] == "neural" and info["device"] == "cpu" and len(info["protocol_hash"]) == 64

@@ -55,8 +55,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from bench.errors import UsageError
 from bench.data.integrity import verify
+from bench.errors import UsageError
 from bench.results import INFO_COLUMNS, KEY_COLUMNS, write_frame
 from bench.seeds import derive_seed
 

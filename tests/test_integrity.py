@@ -17,14 +17,14 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from helpers import TINY_OPTIONS, make_prepared
 
 from bench.cli import main
 from bench.data import load_prepared
+from bench.data.integrity import DIGESTS_FILE, digest_file, rebuild_hint, sidecar, verify
 from bench.data.prepared import ARRAYS, SPLITS, fingerprint
 from bench.errors import IntegrityError
-from bench.data.integrity import DIGESTS_FILE, digest_file, rebuild_hint, sidecar, verify
 from bench.results import read_curve, read_frame, read_frames, read_metrics, read_run_info, read_scores
+from helpers import TINY_OPTIONS, make_prepared
 
 PREPARED = Path("results/prepared/syn/fold1")
 RUN = Path("results/runs/main/syn/fold1/lr/seed0")

@@ -53,8 +53,8 @@ import json
 import mmap
 import os
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from bench.errors import IntegrityError
 

@@ -91,11 +91,74 @@ def validate_config(config: dict[str, Any], schema_path: str | Path | None = Non
     """Fill defaults into ``config`` (in place), validate it, check cross-references; return it."""
     if not isinstance(config, dict):
         raise ConfigError(f"config must be a mapping, got {type(config).__name__}")
-    error = deepest_error(StudyValidator(load_schema(schema_path)), config)
+    validator = StudyValidator(load_schema(schema_path))
+    coerce_typed_strings(validator, config)
+    error = deepest_error(validator, config)
     if error is not None:
         raise ConfigError(_describe(error))
     check_references(config)
     return config
+
+
+#: JSON schema type -> does a YAML-parsed value have it (bool is not an integer here)
+_TYPE_CHECKS = {
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+}
+
+
+def coerce_typed_strings(validator: jsonschema.protocols.Validator, config: dict[str, Any]) -> None:
+    """Give a string the type the schema expects where it reads as one, in place.
+
+    Snakemake hands ``--config`` values to the workflow as strings, nested mappings included
+    (``--config gpu=true`` is ``'true'``; ``'protocols={p: {train: {epochs: 3}}}'`` has
+    ``'3'``), where a config file's YAML gives ``True`` and ``3``. So a string at a key whose
+    schema type is integer, number or boolean is read as YAML would read it (``3``, ``1e-3``,
+    ``true``, ``True``; a number also as Python reads it, ``1e-2``) and kept when that has
+    the expected type; any other string is left as
+    it is, and validation then names the key and the type it expected. Quoted numbers in a
+    config file are read the same way: the schema, not the quoting, decides a key's type.
+
+    >>> cfg = {"gpu": "True", "threads": "2"}
+    >>> coerce_typed_strings(StudyValidator(load_schema()), cfg); cfg["gpu"], cfg["threads"]
+    (True, 2)
+    """
+    for _ in range(100):  # each pass fixes what validation can reach; a fix may expose deeper keys
+        fixes = [(list(e.absolute_path), value) for e in _type_errors(validator.iter_errors(config))
+                 if (value := _as_type(e.instance, e.validator_value)) is not None]
+        if not fixes:
+            return
+        for path, value in fixes:
+            parent = config
+            for key in path[:-1]:
+                parent = parent[key]
+            parent[path[-1]] = value
+
+
+def _type_errors(errors: Iterable[jsonschema.ValidationError]) -> Iterable[jsonschema.ValidationError]:
+    """Every ``type`` error on a string, inside ``oneOf``/``anyOf`` branches too."""
+    for error in errors:
+        if error.validator == "type" and isinstance(error.instance, str) and error.absolute_path:
+            yield error
+        yield from _type_errors(error.context or [])
+
+
+def _as_type(text: str, expected: str | list[str]) -> Any:
+    """``text`` read as YAML when that has one of the ``expected`` non-string types, else None."""
+    wanted = [t for t in ([expected] if isinstance(expected, str) else expected) if t in _TYPE_CHECKS]
+    if not wanted:
+        return None
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return None
+    if isinstance(value, str) and "number" in wanted:  # YAML 1.1 reads 1e-2 (no dot) as a string
+        try:
+            value = float(text)
+        except ValueError:
+            return None
+    return value if any(_TYPE_CHECKS[t](value) for t in wanted) else None
 
 
 def merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:

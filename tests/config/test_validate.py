@@ -82,7 +82,7 @@ def test_unknown_key_fails_naming_it(default_raw, path, value, key):
         (["protocols", "pirank", "train", "lr"], "fast", "protocols.pirank.train.lr"),
         (["stats", "correction"], "bonferroni", "stats.correction"),
         (["tables", "arf_table2", "metrics"], ["ndcg@ten"], "tables.arf_table2.metrics.0"),
-        (["gpu"], "yes", "'gpu'"),
+        (["gpu"], "maybe", "'gpu'"),
         (["protocols", "letor", "sinkprop_protocol", "sigma_factor"], 1, "protocols.letor.sinkprop_protocol.sigma_factor"),
         (["protocols", "letor", "sinkprop_protocol", "penalties"], [-1], "protocols.letor.sinkprop_protocol.penalties.0"),
         (["methods", "linear_regression", "penalties"], ["big"], "methods.linear_regression"),
@@ -96,6 +96,61 @@ def test_wrong_type_fails_naming_the_key(default_raw, path, value, key):
         node = node[part]
     node[path[-1]] = value
     assert key in _error(raw)
+
+
+@pytest.mark.parametrize(
+    "path, text, value",
+    [
+        (["gpu"], "true", True),
+        (["gpu"], "True", True),
+        (["gpu"], "false", False),
+        (["threads"], "2", 2),
+        (["stats", "alpha"], "1e-2", 0.01),
+        (["stats", "alpha"], "0.01", 0.01),
+        (["protocols", "pirank", "train", "epochs"], "3", 3),
+        (["protocols", "pirank", "seeds"], ["0", "1"], [0, 1]),
+    ],
+)
+def test_command_line_strings_get_the_schema_type(default_raw, path, text, value):
+    """``--config`` values arrive as strings (nested mappings too); where the schema expects a
+    number or a boolean they are read as YAML reads them."""
+    raw = copy.deepcopy(default_raw)
+    node = raw
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = text
+    cfg = cv.validate_config(raw)
+    for part in path[:-1]:
+        cfg = cfg[part]
+    assert cfg[path[-1]] == value and type(cfg[path[-1]]) is type(value)
+
+
+@pytest.mark.parametrize("path, text, expected", [(["gpu"], "maybe", "boolean"), (["threads"], "2.5", "integer"),
+                                                  (["protocols", "pirank", "train", "epochs"], "three", "integer")])
+def test_a_string_that_is_not_of_the_type_names_key_and_type(default_raw, path, text, expected):
+    raw = copy.deepcopy(default_raw)
+    node = raw
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = text
+    message = _error(raw)
+    assert f"config key '{'.'.join(path)}'" in message and f"not of type '{expected}'" in message, message
+
+
+def test_config_on_the_command_line_is_typed(tmp_path):
+    """Through Snakemake, as a user types it: a dry run accepts the typed values and names the
+    key and type of one that is not."""
+    import shutil
+    import subprocess
+
+    if shutil.which("snakemake") is None:
+        pytest.skip("snakemake not on PATH")
+    ok = subprocess.run(["snakemake", "-n", "--config", "gpu=true", "protocols={pirank: {train: {epochs: 3}}}"],
+                        cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert ok.returncode == 0, ok.stdout[-2000:] + ok.stderr[-2000:]
+    bad = subprocess.run(["snakemake", "-n", "--config", "gpu=maybe"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=300)
+    assert bad.returncode != 0 and "config key 'gpu': 'maybe' is not of type 'boolean'" in bad.stdout + bad.stderr
 
 
 def test_dangling_references_fail_naming_the_key(default_raw):

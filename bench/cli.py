@@ -57,7 +57,8 @@ def _build_parser(wanted: str | None) -> argparse.ArgumentParser:
             help="serve ltr-bench commands from one warm process (started by the workflow)",
             description="Import the heavy modules once and run each ltr-bench command sent to SOCKET in a "
             "forked child; clients find it through $LTR_BENCH_JOB_SERVER. Started and stopped by the "
-            "Snakemake workflow during local runs (bench/jobserver.py).",
+            "Snakemake workflow: once per local run, and once per SLURM job inside the step that runs "
+            "its work (bench/jobserver.py).",
         )
         p.add_argument("--socket", required=True, help="Unix socket path to listen on")
         p.set_defaults(func=lambda args: serve_jobs(args.socket))

@@ -150,7 +150,7 @@ def _relative(filename, root: Path) -> str | None:
 
 def _check_zip_member(info: zipfile.ZipInfo, archive: Path) -> None:
     """Refuse links, devices, encrypted members and compression methods Python cannot read,
-    before anything is written (zipfile would raise RuntimeError / NotImplementedError)."""
+    before anything is written (zipfile itself would fail on them mid-extraction)."""
     mode = info.external_attr >> 16
     if stat.S_ISLNK(mode):
         raise ExtractError(f"{archive}: refusing member {info.filename!r}: symbolic link")

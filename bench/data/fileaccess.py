@@ -17,7 +17,7 @@ import contextlib
 import errno
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from bench.errors import BenchError, FileAccessError
@@ -37,27 +37,28 @@ def _free_space(path: Path) -> str:
     return "free space unknown"
 
 
+_MISPLACED = "a {} is there where a {} is expected; move the {} away or point the command elsewhere"
+#: errno -> what to do, given (path, "readable" or "writable"); one entry per kind of failure
+_ADVICE: dict[int, Callable[[Path, str], str]] = {
+    **dict.fromkeys((errno.EACCES, errno.EPERM), lambda path, able: (
+        f"permission denied; make it {able} by this user (ls -l {path}) and run the same command again")),
+    errno.EROFS: lambda path, able: "read-only filesystem; choose a writable folder and run the command again",
+    errno.EISDIR: lambda path, able: _MISPLACED.format("folder", "file", "folder"),
+    # EEXIST: mkdir found a file in the folder's place
+    **dict.fromkeys((errno.ENOTDIR, errno.EEXIST), lambda path, able: _MISPLACED.format("file", "folder", "file")),
+    errno.ENOENT: lambda path, able: "no such file or folder; check the path",
+    **dict.fromkeys(_NO_SPACE, lambda path, able: (
+        f"no space left on the device ({_free_space(path)}); free some space and run the same command again")),
+    errno.ENAMETOOLONG: lambda path, able: "a file name is longer than this filesystem allows; use a shorter path",
+    errno.EIO: lambda path, able: "input/output error: the disk or network filesystem failed; check it and run again",
+}
+
+
 def _advice(code: int | None, path: Path, doing: str) -> str:
-    """What went wrong with ``path`` and what to do, for the ``errno`` ``code``."""
-    able = "readable" if doing == "read" else "writable"
-    if code in (errno.EACCES, errno.EPERM):
-        return (f"permission denied; make it {able} by this user (ls -l {path}) and run the "
-                "same command again")
-    if code == errno.EROFS:
-        return "read-only filesystem; choose a writable folder and run the command again"
-    if code == errno.EISDIR:
-        return "a folder is there where a file is expected; move the folder away or point the command elsewhere"
-    if code in (errno.ENOTDIR, errno.EEXIST):  # EEXIST: mkdir found a file in the folder's place
-        return "a file is there where a folder is expected; move the file away or point the command elsewhere"
-    if code == errno.ENOENT:
-        return "no such file or folder; check the path"
-    if code in _NO_SPACE:
-        return (f"no space left on the device ({_free_space(path)}); free some space and run "
-                "the same command again")
-    if code == errno.ENAMETOOLONG:
-        return "a file name is longer than this filesystem allows; use a shorter path"
-    if code == errno.EIO:
-        return "input/output error: the disk or network filesystem failed; check it and run again"
+    """What went wrong with ``path`` and what to do, for the ``errno`` ``code`` (:data:`_ADVICE`)."""
+    advice = _ADVICE.get(code) if code is not None else None
+    if advice is not None:
+        return advice(path, "readable" if doing == "read" else "writable")
     return f"{os.strerror(code).lower() if code else 'failed'}; check the path and run again"
 
 

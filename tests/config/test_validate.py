@@ -18,6 +18,16 @@ def default_raw() -> dict:
     return cv.read_yaml(ROOT / "config" / "default.yaml")
 
 
+def _with(raw: dict, path: list, value) -> dict:
+    """A copy of ``raw`` with ``value`` at ``path``."""
+    raw = copy.deepcopy(raw)
+    node = raw
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = value
+    return raw
+
+
 def _error(raw: dict) -> str:
     with pytest.raises(ConfigError) as info:
         cv.validate_config(copy.deepcopy(raw))
@@ -65,11 +75,7 @@ def test_paper_profile_sets_every_budget_key_it_inherits(default_raw):
     ],
 )
 def test_unknown_key_fails_naming_it(default_raw, path, value, key):
-    raw = copy.deepcopy(default_raw)
-    node = raw
-    for part in path[:-1]:
-        node = node[part]
-    node[path[-1]] = value
+    raw = _with(default_raw, path, value)
     message = _error(raw)
     assert key in message and "unknown key" in message
 
@@ -90,11 +96,7 @@ def test_unknown_key_fails_naming_it(default_raw, path, value, key):
     ],
 )
 def test_wrong_type_fails_naming_the_key(default_raw, path, value, key):
-    raw = copy.deepcopy(default_raw)
-    node = raw
-    for part in path[:-1]:
-        node = node[part]
-    node[path[-1]] = value
+    raw = _with(default_raw, path, value)
     assert key in _error(raw)
 
 
@@ -114,11 +116,7 @@ def test_wrong_type_fails_naming_the_key(default_raw, path, value, key):
 def test_command_line_strings_get_the_schema_type(default_raw, path, text, value):
     """``--config`` values arrive as strings (nested mappings too); where the schema expects a
     number or a boolean they are read as YAML reads them."""
-    raw = copy.deepcopy(default_raw)
-    node = raw
-    for part in path[:-1]:
-        node = node[part]
-    node[path[-1]] = text
+    raw = _with(default_raw, path, text)
     cfg = cv.validate_config(raw)
     for part in path[:-1]:
         cfg = cfg[part]
@@ -128,11 +126,7 @@ def test_command_line_strings_get_the_schema_type(default_raw, path, text, value
 @pytest.mark.parametrize("path, text, expected", [(["gpu"], "maybe", "boolean"), (["threads"], "2.5", "integer"),
                                                   (["protocols", "pirank", "train", "epochs"], "three", "integer")])
 def test_a_string_that_is_not_of_the_type_names_key_and_type(default_raw, path, text, expected):
-    raw = copy.deepcopy(default_raw)
-    node = raw
-    for part in path[:-1]:
-        node = node[part]
-    node[path[-1]] = text
+    raw = _with(default_raw, path, text)
     message = _error(raw)
     assert f"config key '{'.'.join(path)}'" in message and f"not of type '{expected}'" in message, message
 
@@ -140,15 +134,14 @@ def test_a_string_that_is_not_of_the_type_names_key_and_type(default_raw, path, 
 def test_config_on_the_command_line_is_typed(tmp_path):
     """Through Snakemake, as a user types it: a dry run accepts the typed values and names the
     key and type of one that is not."""
-    import shutil
     import subprocess
+    import sys
 
-    if shutil.which("snakemake") is None:
-        pytest.skip("snakemake not on PATH")
-    ok = subprocess.run(["snakemake", "-n", "--config", "gpu=true", "protocols={pirank: {train: {epochs: 3}}}"],
+    snakemake = [sys.executable, "-m", "snakemake"]  # a dependency of the package: always installed
+    ok = subprocess.run([*snakemake, "-n", "--config", "gpu=true", "protocols={pirank: {train: {epochs: 3}}}"],
                         cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert ok.returncode == 0, ok.stdout[-2000:] + ok.stderr[-2000:]
-    bad = subprocess.run(["snakemake", "-n", "--config", "gpu=maybe"], cwd=ROOT, capture_output=True, text=True,
+    bad = subprocess.run([*snakemake, "-n", "--config", "gpu=maybe"], cwd=ROOT, capture_output=True, text=True,
                          timeout=300)
     assert bad.returncode != 0 and "config key 'gpu': 'maybe' is not of type 'boolean'" in bad.stdout + bad.stderr
 

@@ -105,10 +105,8 @@ import numpy as np
 import pandas as pd
 from scipy.special import gammaln
 
-EMPTY_QUERY_CHOICES = ("one", "zero", "drop")
-TIES_CHOICES = ("stable", "expected")
-# evaluation conventions: the suite's default and LETOR's official scripts
-CONVENTIONS = ("default", "letor3", "letor4")
+from bench.conventions import CONVENTIONS, EMPTY_QUERY_CHOICES, TIES_CHOICES  # the choices, one list each
+
 LETOR_SCRIPTS = {"letor3": "Eval-Score-3.0.pl", "letor4": "Eval-Score-4.0.pl"}
 # the metric kinds each LETOR convention defines (the scripts compute nothing else)
 LETOR_KINDS = {"letor3": ("ndcg", "precision", "map"),

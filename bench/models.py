@@ -1,11 +1,14 @@
 r"""Scoring models: ``[B, L, F]`` features + ``[B, L]`` mask -> ``[B, L]`` scores.
 
-Two scorers, chosen by ``model.type`` in the run config (see :func:`build_model`):
+Two scorers, chosen by ``model.type`` in the run config (:data:`SCORERS`, built by
+:func:`build_model` from a resolved model: its keys, types, bounds and defaults are the config
+schema's ``mlp_model`` and ``context_aware_model``, filled by
+:func:`bench.config.run.resolve_model`; the defaults are given in brackets below):
 
 ``mlp`` -- the MLP of PiRank (Swezey et al. 2021, Table 2): ``F -> h_1 -> ... -> h_n -> 1``,
 each hidden layer ``Linear -> BatchNorm -> ReLU -> Dropout``. Keys: ``hidden`` (list of
-ints, default ``[1024, 512, 256]``), ``batch_norm`` (default ``true``), ``dropout``
-(default ``0.3``), ``output_activation`` (``null`` or ``tanh``).
+ints, ``[1024, 512, 256]``), ``batch_norm`` (true), ``dropout`` (0.3), ``output_activation``
+(null or ``tanh``).
 The ablation network of the same table is ``hidden: [256, 256, 128, 128, 64, 64],
 batch_norm: false, dropout: 0``.
 
@@ -21,8 +24,8 @@ the result is invariant to how much padding a batch carries (see ``tests/test_mo
 
 ``context_aware`` -- the Context-Aware Ranker (Pobrotyn et al. 2020) as configured in the
 NeuralNDCG paper: a linear input projection ``F -> d`` (``input_proj``, 96 for Web30K, 128
-for Istella), ``blocks`` transformer encoder blocks (default 2) with ``heads`` attention
-heads (default 1), feed-forward width ``hidden`` (default 384), ``dropout`` (default 0.1),
+for Istella), ``blocks`` transformer encoder blocks (2) with ``heads`` attention
+heads (1), feed-forward width ``hidden`` (384), ``dropout`` (0.1),
 then a final layer norm and ``Linear(d, 1)``. Self-attention runs over the items of one
 list with padded items excluded as keys (``src_key_padding_mask``), so a real item's score
 never depends on padding. Blocks are pre-norm (``x + f(LayerNorm(x))``, as in allRank's
@@ -31,7 +34,8 @@ set of items in its list, not on their order. ``output_activation: tanh`` applie
 ``tanh`` to the scores (the NeuralNDCG paper does this for NeuralNDCG only).
 
 >>> import torch
->>> model = build_model({"type": "mlp", "hidden": [8, 4]}, n_features=5).eval()
+>>> spec = {"type": "mlp", "hidden": [8, 4], "batch_norm": True, "dropout": 0.0, "output_activation": None}
+>>> model = build_model(spec, n_features=5).eval()
 >>> x = torch.randn(2, 3, 5); mask = torch.tensor([[True, True, False], [True, False, False]])
 >>> model(x, mask).shape
 torch.Size([2, 3])
@@ -44,25 +48,6 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-MLP_DEFAULTS: dict[str, Any] = {
-    "type": "mlp",
-    "hidden": [1024, 512, 256],
-    "batch_norm": True,
-    "dropout": 0.3,
-    "output_activation": None,
-}
-CONTEXT_AWARE_DEFAULTS: dict[str, Any] = {
-    "type": "context_aware",
-    "input_proj": 96,
-    "hidden": 384,
-    "blocks": 2,
-    "heads": 1,
-    "dropout": 0.1,
-    "output_activation": None,
-}
-_DEFAULTS = {"mlp": MLP_DEFAULTS, "context_aware": CONTEXT_AWARE_DEFAULTS}
-_ACTIVATIONS = (None, "tanh")
-
 
 def _output(scores: Tensor, activation: str | None) -> Tensor:
     return torch.tanh(scores) if activation == "tanh" else scores
@@ -74,11 +59,11 @@ class MLPScorer(nn.Module):
     def __init__(
         self,
         n_features: int,
-        hidden: list[int] | tuple[int, ...] = (1024, 512, 256),
+        hidden: list[int] | tuple[int, ...],
         *,
-        batch_norm: bool = True,
-        dropout: float = 0.3,
-        output_activation: str | None = None,
+        batch_norm: bool,
+        dropout: float,
+        output_activation: str | None,
     ) -> None:
         super().__init__()
         layers: list[nn.Module] = []
@@ -110,12 +95,12 @@ class ContextAwareRanker(nn.Module):
         self,
         n_features: int,
         *,
-        input_proj: int = 96,
-        hidden: int = 384,
-        blocks: int = 2,
-        heads: int = 1,
-        dropout: float = 0.1,
-        output_activation: str | None = None,
+        input_proj: int,
+        hidden: int,
+        blocks: int,
+        heads: int,
+        dropout: float,
+        output_activation: str | None,
     ) -> None:
         super().__init__()
         self.proj = nn.Linear(n_features, input_proj)
@@ -148,63 +133,9 @@ class ContextAwareRanker(nn.Module):
         return _output(scores, self.output_activation)
 
 
-def resolve_model_config(cfg: dict[str, Any] | None, *, key: str = "model") -> dict[str, Any]:
-    """Fill defaults for ``cfg['type']`` and reject unknown keys, naming ``key.<name>``.
-
-    >>> resolve_model_config({"type": "context_aware", "input_proj": 128})["hidden"]
-    384
-    >>> resolve_model_config({"type": "mlp", "width": 3})
-    Traceback (most recent call last):
-    ...
-    ValueError: model.width: unknown key for model type 'mlp'; known keys: batch_norm, dropout, hidden, output_activation, type
-    """
-    cfg = dict(cfg or {})
-    kind = cfg.get("type", "mlp")
-    if kind not in _DEFAULTS:
-        raise ValueError(f"{key}.type: unknown model type {kind!r}; choose one of {sorted(_DEFAULTS)}")
-    defaults = _DEFAULTS[kind]
-    for name in cfg:
-        if name not in defaults:
-            known = ", ".join(sorted(defaults))
-            raise ValueError(f"{key}.{name}: unknown key for model type {kind!r}; known keys: {known}")
-    out = {**defaults, **cfg, "type": kind}
-    if out["output_activation"] not in _ACTIVATIONS:
-        raise ValueError(f"{key}.output_activation: must be null or 'tanh', got {out['output_activation']!r}")
-    if not 0.0 <= float(out["dropout"]) < 1.0:
-        raise ValueError(f"{key}.dropout: must be in [0, 1), got {out['dropout']!r}")
-    if kind == "mlp":
-        hidden = out["hidden"]
-        if not isinstance(hidden, (list, tuple)) or not all(isinstance(h, int) and h > 0 for h in hidden):
-            raise ValueError(f"{key}.hidden: must be a list of positive integers, got {hidden!r}")
-        out["hidden"] = list(hidden)
-    else:
-        for name in ("input_proj", "hidden", "blocks", "heads"):
-            if not isinstance(out[name], int) or out[name] <= 0:
-                raise ValueError(f"{key}.{name}: must be a positive integer, got {out[name]!r}")
-        if out["input_proj"] % out["heads"]:
-            raise ValueError(
-                f"{key}.heads: input_proj ({out['input_proj']}) must be divisible by heads ({out['heads']})"
-            )
-    return out
+SCORERS: dict[str, type[nn.Module]] = {"mlp": MLPScorer, "context_aware": ContextAwareRanker}
 
 
-def build_model(cfg: dict[str, Any] | None, n_features: int, *, key: str = "model") -> nn.Module:
-    """Build the scorer described by ``cfg`` (defaults filled by :func:`resolve_model_config`)."""
-    c = resolve_model_config(cfg, key=key)
-    if c["type"] == "mlp":
-        return MLPScorer(
-            n_features,
-            c["hidden"],
-            batch_norm=bool(c["batch_norm"]),
-            dropout=float(c["dropout"]),
-            output_activation=c["output_activation"],
-        )
-    return ContextAwareRanker(
-        n_features,
-        input_proj=c["input_proj"],
-        hidden=c["hidden"],
-        blocks=c["blocks"],
-        heads=c["heads"],
-        dropout=float(c["dropout"]),
-        output_activation=c["output_activation"],
-    )
+def build_model(cfg: dict[str, Any], n_features: int) -> nn.Module:
+    """The scorer a resolved model describes: ``SCORERS[cfg["type"]]`` with the other keys."""
+    return SCORERS[cfg["type"]](n_features, **{k: v for k, v in cfg.items() if k != "type"})

@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bench.models import ContextAwareRanker, MLPScorer, build_model, resolve_model_config
+from bench.config.run import resolve_model
+from bench.errors import ConfigError
+from bench.models import SCORERS, ContextAwareRanker, MLPScorer, build_model
+
+
+def _model(cfg: dict, n_features: int) -> torch.nn.Module:
+    """The scorer of a partial model config, its defaults filled from the schema."""
+    return build_model(resolve_model(cfg), n_features)
 
 
 def _pad(x: torch.Tensor, n_pad: int, fill: float) -> torch.Tensor:
@@ -17,7 +24,7 @@ def _pad(x: torch.Tensor, n_pad: int, fill: float) -> torch.Tensor:
 @pytest.mark.parametrize("kind", ["mlp", "context_aware"])
 def test_scores_shape_and_padding_zero(kind):
     torch.manual_seed(0)
-    model = build_model({"type": kind} if kind == "mlp" else {"type": kind, "input_proj": 8, "hidden": 16}, 6)
+    model = _model({"type": kind} if kind == "mlp" else {"type": kind, "input_proj": 8, "hidden": 16}, 6)
     x = torch.randn(3, 5, 6)
     mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0]], dtype=torch.bool)
     s = model.eval()(x, mask)
@@ -31,7 +38,7 @@ def test_mlp_batchnorm_statistics_ignore_padding():
     holding huge values; the running mean equals the mean over real items only (oracle:
     the first layer's pre-BN activations averaged by hand), tolerance 1e-6."""
     torch.manual_seed(1)
-    model = MLPScorer(4, [5], batch_norm=True, dropout=0.0)
+    model = MLPScorer(4, [5], batch_norm=True, dropout=0.0, output_activation=None)
     x = torch.randn(2, 6, 4, dtype=torch.float64)
     mask = torch.tensor([[1, 1, 1, 1, 0, 0], [1, 1, 1, 0, 0, 0]], dtype=torch.bool)
     model = model.double().train()
@@ -52,7 +59,7 @@ def test_mlp_batchnorm_statistics_ignore_padding():
 
 def test_mlp_scores_are_per_item_in_eval():
     torch.manual_seed(2)
-    model = build_model({"hidden": [7, 3]}, 4).eval()
+    model = _model({"hidden": [7, 3]}, 4).eval()
     x = torch.randn(2, 5, 4)
     mask = torch.ones(2, 5, dtype=torch.bool)
     s = model(x, mask)
@@ -64,7 +71,7 @@ def test_context_aware_padding_invariance_and_zero_gradient():
     """Eval mode, float64: a list alone and the same list padded with garbage give the same
     scores (1e-12); gradients w.r.t. padded features are exactly zero."""
     torch.manual_seed(3)
-    model = ContextAwareRanker(5, input_proj=8, hidden=16, blocks=2, heads=2, dropout=0.0).double().eval()
+    model = ContextAwareRanker(5, input_proj=8, hidden=16, blocks=2, heads=2, dropout=0.0, output_activation=None).double().eval()
     x = torch.randn(1, 4, 5, dtype=torch.float64)
     mask = torch.ones(1, 4, dtype=torch.bool)
     s0 = model(x, mask)
@@ -79,7 +86,7 @@ def test_context_aware_padding_invariance_and_zero_gradient():
 
 def test_context_aware_is_permutation_equivariant_and_context_dependent():
     torch.manual_seed(4)
-    model = ContextAwareRanker(3, input_proj=4, hidden=8, blocks=1, heads=1, dropout=0.0).double().eval()
+    model = ContextAwareRanker(3, input_proj=4, hidden=8, blocks=1, heads=1, dropout=0.0, output_activation=None).double().eval()
     x = torch.randn(1, 6, 3, dtype=torch.float64)
     mask = torch.ones(1, 6, dtype=torch.bool)
     perm = torch.randperm(6)
@@ -91,13 +98,13 @@ def test_context_aware_is_permutation_equivariant_and_context_dependent():
 
 
 def test_context_aware_empty_list_is_finite():
-    model = ContextAwareRanker(3, input_proj=4, hidden=8, blocks=1, heads=1).eval()
+    model = ContextAwareRanker(3, input_proj=4, hidden=8, blocks=1, heads=1, dropout=0.1, output_activation=None).eval()
     s = model(torch.randn(2, 3, 3), torch.tensor([[False] * 3, [True, True, False]]))
     assert torch.isfinite(s).all() and torch.all(s[0] == 0)
 
 
 def test_output_tanh_bounds_scores():
-    model = build_model({"hidden": [4], "output_activation": "tanh", "batch_norm": False}, 2).eval()
+    model = _model({"hidden": [4], "output_activation": "tanh", "batch_norm": False}, 2).eval()
     s = model(1e3 * torch.randn(1, 8, 2), torch.ones(1, 8, dtype=torch.bool))
     assert s.abs().max() <= 1.0
 
@@ -114,15 +121,25 @@ def test_output_tanh_bounds_scores():
     ],
 )
 def test_bad_config_names_the_key(cfg, match):
-    with pytest.raises(ValueError, match=match):
-        resolve_model_config(cfg)
+    with pytest.raises(ConfigError, match=match):
+        resolve_model(cfg)
+
+
+@pytest.mark.parametrize("kind", sorted(SCORERS))
+def test_each_scorer_takes_exactly_its_schema_definition(kind):
+    """The scorers have no defaults of their own: ``build_model`` passes every key of the
+    resolved model (the schema's ``<type>_model``) as a keyword, so a key the schema has and the
+    scorer lacks, or the reverse, fails here."""
+    model = build_model(resolve_model({"type": kind}), 3).eval()
+    assert isinstance(model, SCORERS[kind])
+    assert model(torch.randn(1, 2, 3), torch.ones(1, 2, dtype=torch.bool)).shape == (1, 2)
 
 
 def test_context_aware_inference_path_matches_training_path():
     """Under no_grad in eval mode torch may take its fused encoder kernel: scores of real
     items still ignore padding and agree with the autograd path within float32 rounding."""
     torch.manual_seed(5)
-    model = ContextAwareRanker(5, input_proj=8, hidden=16, blocks=2, heads=2, dropout=0.0).eval()
+    model = ContextAwareRanker(5, input_proj=8, hidden=16, blocks=2, heads=2, dropout=0.0, output_activation=None).eval()
     x = torch.randn(2, 4, 5)
     mask = torch.tensor([[True] * 4, [True, True, False, False]])
     xp = _pad(x, 6, 123.0)

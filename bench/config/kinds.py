@@ -11,9 +11,10 @@ directory. :data:`RUN_KINDS` maps each kind to
   lists to this kind instead (``sinkprop_protocol``); :func:`bench.config.plan.run_config`
   copies it into their run config, so the kind of a run is read from its config alone;
 - ``resolve`` and ``run``: ``"module:function"`` of its config resolver ``(run config, method)
-  -> settings`` and of its run function ``(run config, prepared_dir, out_dir, *, method, seed,
-  device, quiet, threads) -> Path``, imported only when a run needs them (nothing here
-  imports torch; the Snakefile imports this module).
+  -> settings`` (:mod:`bench.config.settings`: torch-free, validates everything) and of its
+  run function ``(settings, prepared_dir, out_dir, *, method, seed, device, quiet, threads)
+  -> Path``, which receives the resolved settings and validates nothing; imported only when a
+  run needs them (nothing here imports torch; the Snakefile imports this module).
 
 Adding a kind = one module with its resolver and run function + one line here (+ its
 section or method keys in ``workflows/schemas/config.schema.yaml``); a kind with a rule of its
@@ -53,12 +54,12 @@ RUN_KINDS: dict[str, RunKind] = {
     # checked in this order: a protocol's section before the method key it shares
     "sinkprop_protocol": RunKind("train", "loss", "bench.training.sinkprop_run:resolve",
                                  "bench.training.sinkprop_run:protocol_run", protocol_key="sinkprop_protocol"),
-    "gbdt": RunKind("gbdt", "gbdt", "bench.training.gbdt:resolve_gbdt_config", "bench.training.gbdt:gbdt_run",
+    "gbdt": RunKind("gbdt", "gbdt", "bench.config.settings:resolve_gbdt", "bench.training.gbdt:gbdt_run",
                     help="train one LightGBM/XGBoost baseline on one prepared fold"),
-    "linear": RunKind("linear", "linear", "bench.training.linear:resolve_linear_config",
+    "linear": RunKind("linear", "linear", "bench.config.settings:resolve_linear",
                       "bench.training.linear:linear_run",
                       help="fit one least-squares linear regression (ridge grid) on one prepared fold"),
-    "neural": RunKind("train", "loss", "bench.training.config:resolve_run_config", "bench.training.neural:train_run",
+    "neural": RunKind("train", "loss", "bench.config.settings:resolve_neural", "bench.training.neural:train_run",
                       help="train one neural method on one prepared fold with one seed"),
 }
 

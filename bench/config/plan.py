@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.config import kinds
+from bench.config.run import model_type
 from bench.errors import ConfigError
 
 TABLES = (
@@ -58,7 +59,7 @@ COMPARE_EXPERIMENT = "compare"
 def merged_model(shared: dict[str, Any] | None, local: dict[str, Any] | None) -> dict[str, Any]:
     """A method's model as the trainer builds it: a different ``type`` replaces the protocol's."""
     shared, local = dict(shared or {}), dict(local or {})
-    if "type" in local and local["type"] != shared.get("type", "mlp"):
+    if "type" in local and local["type"] != model_type(shared):
         return local
     return {**shared, **local}
 

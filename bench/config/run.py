@@ -12,6 +12,11 @@ checks that span several fields are written here; the trainers receive resolved 
 
 >>> resolve_metrics_config(["ndcg@10", "mrr"])
 {'names': ['ndcg@10', 'mrr'], 'empty_query': 'one', 'ties': 'stable'}
+>>> resolve_metrics_config({"names": ["ndcg@10"], "ties": "random"})
+Traceback (most recent call last):
+...
+bench.errors.ConfigError: config key 'metrics.ties': must be one of stable, expected; got 'random'
+
 """
 
 from __future__ import annotations
@@ -21,21 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.config import schema
+from bench.conventions import CHOICES, CONVENTIONS, TIES_CHOICES
 from bench.errors import ConfigError
-
-DEFAULT_METRICS = [
-    "ndcg@1",
-    "ndcg@3",
-    "ndcg@5",
-    "ndcg@10",
-    "ndcg@15",
-    "ndcg@max",
-    "mrr",
-    "opa",
-    "arp",
-    "recall@30@15",
-]
-METRIC_DEFAULTS: dict[str, Any] = {"names": DEFAULT_METRICS, "empty_query": "one", "ties": "stable"}
 
 
 def read_run_config(path: str | os.PathLike) -> dict[str, Any]:
@@ -72,43 +64,57 @@ def method_entry(config: dict[str, Any], method: str) -> dict[str, Any]:
 
 
 def resolve_metrics_config(cfg: Any, *, key: str = "metrics") -> dict[str, Any]:
-    """``metrics`` config: a list of names, or ``{names, empty_query, ties[, convention]}``; defaults filled.
-
-    ``convention`` (``default``, ``letor3``, ``letor4``; absent means ``default``) is the
-    dataset's evaluation convention (:func:`bench.metrics.metric_convention` per metric).
+    """``metrics`` of a job: a list of names, or ``{names, empty_query, ties[, convention]}``,
+    resolved against the schema's ``run_metrics`` (its defaults filled); each name parsed by
+    :func:`bench.metrics.parse_metric`, each convention one of :mod:`bench.conventions`'
+    choices. ``convention`` absent means ``default``.
     """
-    if cfg is None:
-        cfg = {}
     if isinstance(cfg, (list, tuple)):
         cfg = {"names": list(cfg)}
-    if not isinstance(cfg, dict):
-        raise ConfigError(f"{key}: expected a list of metric names or a mapping, got {type(cfg).__name__}")
-    known = (*METRIC_DEFAULTS, "convention")
-    unknown = sorted(set(cfg) - set(known))
-    if unknown:
-        raise ConfigError(f"{key}.{unknown[0]}: unknown key; known keys: {', '.join(known)}")
-    out = {**METRIC_DEFAULTS, **cfg}
-    names = out["names"]
-    if not isinstance(names, (list, tuple)) or not names or not all(isinstance(n, str) for n in names):
-        raise ConfigError(f"{key}.names: expected a non-empty list of metric names, got {names!r}")
-    from bench.metrics import CONVENTIONS, EMPTY_QUERY_CHOICES, TIES_CHOICES, parse_metric
-
-    for i, name in enumerate(names):
-        try:
-            parse_metric(name)
-        except ValueError as exc:
-            raise ConfigError(f"{key}.names[{i}]: {exc}") from exc
-    if out["empty_query"] not in EMPTY_QUERY_CHOICES:
-        raise ConfigError(f"{key}.empty_query: must be one of {EMPTY_QUERY_CHOICES}, got {out['empty_query']!r}")
-    if out["ties"] not in TIES_CHOICES:
-        raise ConfigError(f"{key}.ties: must be one of {TIES_CHOICES}, got {out['ties']!r}")
-    convention = out.get("convention", "default")
-    if convention not in CONVENTIONS:
-        raise ConfigError(f"{key}.convention: must be one of {CONVENTIONS}, got {convention!r}")
-    if convention != "default" and out["ties"] != "stable":
+    out = schema.resolve("run_metrics", (cfg, key))
+    for i, name in enumerate(out["names"]):
+        check_metric(name, f"{key}.names.{i}")
+    for name, value in out.items():
+        check_choice(value, f"{key}.{name}")
+    convention = out.get("convention", CONVENTIONS[0])
+    if convention != CONVENTIONS[0] and out["ties"] != TIES_CHOICES[0]:  # spans two fields
         raise ConfigError(f"{key}.ties: convention {convention!r} keeps score ties in file order; ties must be "
-                          f"'stable', got {out['ties']!r}")
-    out["names"] = list(dict.fromkeys(names))
+                          f"{TIES_CHOICES[0]!r}, got {out['ties']!r}")
+    out["names"] = list(dict.fromkeys(out["names"]))
+    return out
+
+
+def check_choice(value: Any, key: str, *extra: str) -> None:
+    """``value`` one of :mod:`bench.conventions`' choices for the last part of ``key`` (``ties``,
+    ``empty_query``, ``convention``; other keys pass), or one of ``extra``."""
+    choices = CHOICES.get(key.rpartition(".")[2])
+    if choices is not None and value not in (*choices, *extra):
+        raise ConfigError(f"config key '{key}': must be one of {', '.join((*choices, *extra))}; got {value!r}")
+
+
+def model_type(model: dict[str, Any] | None) -> str:
+    """A model's ``type``, or the schema's default when it names none."""
+    return (model or {}).get("type", schema.definition("model")["properties"]["type"]["default"])
+
+
+def resolve_model(model: dict[str, Any] | None, key: str = "model") -> dict[str, Any]:
+    """A whole scorer (:mod:`bench.models`): validated against the schema's ``<type>_model`` (that
+    type's keys only, typed and bounded) with its defaults filled. The one check that spans two
+    fields is written here: a context-aware model's ``input_proj`` must be divisible by ``heads``.
+
+    >>> resolve_model({"hidden": [8]})
+    {'type': 'mlp', 'hidden': [8], 'batch_norm': True, 'dropout': 0.3, 'output_activation': None}
+    >>> resolve_model({"type": "context_aware", "input_proj": 10, "heads": 3}, "methods.m.model")
+    Traceback (most recent call last):
+    ...
+    bench.errors.ConfigError: config key 'methods.m.model.heads': input_proj (10) must be divisible by heads (3)
+    """
+    kind = model_type(model)
+    schema.check("model", model or {}, key)  # names an unknown type before its definition is looked up
+    out = schema.resolve(f"{kind}_model", ({**(model or {}), "type": kind}, key))
+    if kind == "context_aware" and out["input_proj"] % out["heads"]:
+        raise ConfigError(f"config key '{key}.heads': input_proj ({out['input_proj']}) must be divisible by heads "
+                          f"({out['heads']})")
     return out
 
 

@@ -38,7 +38,9 @@ from bench.config.plan import (
     resolve_role,
     table_datasets,
 )
+from bench.config.run import check_choice, model_type, resolve_model
 from bench.config.schema import ROOT, SCHEMA_PATH, StudyValidator, _key, deepest_error, describe, load_schema  # noqa: F401
+from bench.conventions import DATASET_CONVENTION
 from bench.errors import ConfigError
 
 DEFAULT_CONFIG = ROOT / "config" / "default.yaml"
@@ -96,6 +98,7 @@ def validate_config(config: dict[str, Any], schema_path: str | Path | None = Non
     error = deepest_error(validator, config)
     if error is not None:
         raise ConfigError(_describe(error))
+    check_choices(config)
     check_references(config)
     return config
 
@@ -213,23 +216,19 @@ def _require(known: dict | Iterable[str], name: str, where: str, what: str) -> N
         raise ConfigError(f"config key '{where}': unknown {what} '{name}' (defined: {listing})")
 
 
-MODEL_KEYS = {
-    "mlp": {"type", "hidden", "batch_norm", "dropout", "output_activation"},
-    "context_aware": {"type", "input_proj", "hidden", "blocks", "heads", "dropout", "output_activation"},
-}
-
-
 def check_model(model: dict[str, Any], where: str) -> None:
-    """Keys of the model's own type only; ``hidden`` a list (mlp) or an integer (context_aware)."""
-    kind = model.get("type", "mlp")
-    for key in model:
-        if key not in MODEL_KEYS[kind]:
-            known = ", ".join(sorted(MODEL_KEYS[kind]))
-            raise ConfigError(f"config key '{where}.{key}': not a key of model type '{kind}' (known: {known})")
-    hidden = model.get("hidden")
-    if hidden is not None and isinstance(hidden, list) != (kind == "mlp"):
-        want = "a list of layer widths" if kind == "mlp" else "an integer width"
-        raise ConfigError(f"config key '{where}.hidden': model type '{kind}' takes {want}, got {hidden!r}")
+    """A merged model meets its type's definition in the schema (:func:`bench.config.run.resolve_model`)."""
+    resolve_model(model, where)
+
+
+def check_choices(config: dict[str, Any]) -> None:
+    """``evaluation``'s conventions and each dataset's ``convention`` are among
+    :mod:`bench.conventions`' choices (the schema types them as strings only)."""
+    for name, value in config.get("evaluation", {}).items():
+        check_choice(value, f"evaluation.{name}", *([DATASET_CONVENTION] if name == "convention" else []))
+    for name, spec in config["datasets"].items():
+        if "convention" in spec:
+            check_choice(spec["convention"], f"datasets.{name}.convention")
 
 
 def check_sinkprop_protocol(config: dict[str, Any], protocol: str) -> None:
@@ -244,7 +243,7 @@ def check_sinkprop_protocol(config: dict[str, Any], protocol: str) -> None:
             raise ConfigError(f"config key '{where}.methods.{i}': '{name}' is not a neural method (a loss); "
                               "the SinkProp protocol trains a loss")
     model = config["protocols"][protocol]["model"]
-    if model.get("type", "mlp") != "mlp" or model.get("hidden") != [] or model.get("batch_norm") \
+    if model_type(model) != "mlp" or model.get("hidden") != [] or model.get("batch_norm") \
             or model.get("output_activation") is not None:
         raise ConfigError(f"config key 'protocols.{protocol}.model': the SinkProp protocol ({where}) trains a "
                           f"linear scorer: {{type: mlp, hidden: [], batch_norm: false}}, got {model!r}")

@@ -223,14 +223,14 @@ def neural(ctx: Context, job: Job) -> Projection:
 
 def gbdt(ctx: Context, job: Job) -> Projection:
     """Rule ``gbdt``: see the module docstring."""
-    from bench.training.gbdt import resolve_gbdt_config
+    from bench.config.settings import resolve_gbdt
 
     proj = Projection()
     run_cfg, entry = _run_entry(ctx, job)
     shape = _fold(ctx, job, proj)
     if shape is None:
         return proj
-    cfg = resolve_gbdt_config(run_cfg, job.wildcards["method"])
+    cfg = resolve_gbdt(run_cfg, job.wildcards["method"])
     method = {k: v for k, v in entry.items() if k not in ("num_trees", "early_stopping_rounds")}
     m = _Need(ctx, proj)("gbdt", {"method": method, "metrics": run_cfg.get("metrics"), "shape": shape_spec(shape)})
     proj.work, proj.rounds, proj.bound = f"<= {cfg['num_trees']:,} rounds", cfg["num_trees"], True

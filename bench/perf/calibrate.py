@@ -243,11 +243,11 @@ def _in_memory_fold(splits: dict[str, dict[str, np.ndarray]], n_features: int) -
 def _fit(spec: dict[str, Any], prepared, device):
     """:func:`bench.training.loop.setup` of the spec's run on ``prepared`` (a prepared fold, or
     split -> arrays held in memory)."""
-    from bench.training.config import resolve_run_config
+    from bench.config.settings import resolve_neural
     from bench.training.loop import setup
     from bench.training.loss import make_loss
 
-    cfg = resolve_run_config(_run_config(spec), "calibration")
+    cfg = resolve_neural(_run_config(spec), "calibration")
     loss_call = make_loss(cfg, "calibration")
     if isinstance(prepared, dict):
         prepared = _in_memory_fold(prepared, spec["n_features"])
@@ -391,6 +391,7 @@ def gbdt(spec: dict[str, Any], device: str) -> dict[str, Any]:
 
     def one(fraction: float, rounds: int) -> Callable[[], dict[str, Any]]:
         def measure() -> dict[str, Any]:
+            from bench.config.settings import resolve_gbdt
             from bench.training.gbdt import gbdt_run
 
             entry = {**spec["method"], "num_trees": rounds, "early_stopping_rounds": rounds + 1}
@@ -400,7 +401,7 @@ def gbdt(spec: dict[str, Any], device: str) -> dict[str, Any]:
                 gc.collect()
                 reset_peak()  # what the generator held is not the job's
                 start = time.perf_counter()
-                gbdt_run(config, Path(tmp) / "fold", Path(tmp) / "run", method="m", seed=0, device=device,
+                gbdt_run(resolve_gbdt(config, "m"), Path(tmp) / "fold", Path(tmp) / "run", method="m", seed=0, device=device,
                          quiet=True, threads=spec.get("threads"))
                 return {"docs": n_docs, "rounds": rounds, "peak_bytes": peak_bytes(),
                         "fold_bytes": fold_bytes(Path(tmp) / "fold"), "seconds": time.perf_counter() - start}
@@ -416,6 +417,7 @@ def linear(spec: dict[str, Any], device: str) -> dict[str, Any]:
 
     def one(fraction: float) -> Callable[[], dict[str, Any]]:
         def measure() -> dict[str, Any]:
+            from bench.config.settings import resolve_linear
             from bench.training.linear import linear_run
 
             config = {"methods": {"m": spec["method"]}, "metrics": spec.get("metrics"), "train": {}}
@@ -424,7 +426,7 @@ def linear(spec: dict[str, Any], device: str) -> dict[str, Any]:
                 gc.collect()
                 reset_peak()  # what the generator held is not the job's
                 start = time.perf_counter()
-                linear_run(config, Path(tmp) / "fold", Path(tmp) / "run", method="m", seed=0, device="cpu",
+                linear_run(resolve_linear(config, "m"), Path(tmp) / "fold", Path(tmp) / "run", method="m", seed=0, device="cpu",
                            quiet=True)
                 return {"docs": n_docs, "peak_bytes": peak_bytes(), "seconds": time.perf_counter() - start,
                         "fold_bytes": fold_bytes(Path(tmp) / "fold")}

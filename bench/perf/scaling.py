@@ -59,6 +59,7 @@ import torch
 
 from bench import losses
 from bench.atomic import atomic_path, write_text
+from bench.config.run import resolve_model
 from bench.data import generate_synthetic
 from bench.errors import UsageError
 from bench.losses._common import discounts, gain
@@ -176,7 +177,7 @@ class _Run:
         self.curve, self.batches, self.device = curve, batches, device
         X = batches[0]
         torch.manual_seed(args.seed)
-        self.model = build_model({"type": "mlp", "hidden": args.hidden_sizes}, X.shape[-1]).to(device)
+        self.model = build_model(resolve_model({"type": "mlp", "hidden": args.hidden_sizes}), X.shape[-1]).to(device)
         params = list(self.model.parameters())
         if curve.parameters is not None:
             params += list(curve.parameters.parameters())

@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from bench.atomic import write_text
+from bench.config.run import resolve_model
 from bench.data import generate_synthetic
 from bench.errors import UsageError
 from bench.losses import get, info
@@ -62,7 +63,7 @@ class LossBench:
     def __init__(self, name: str, params: dict, data, batch: int, list_size: int, device: torch.device) -> None:
         torch.manual_seed(0)
         self.data, self.batch, self.device = data, batch, device
-        self.model = build_model({"type": "mlp", "hidden": HIDDEN}, data.features.shape[1]).to(device)
+        self.model = build_model(resolve_model({"type": "mlp", "hidden": HIDDEN}), data.features.shape[1]).to(device)
         self.loss_fn = get(name, **params)
         params_ = list(self.model.parameters())
         if isinstance(self.loss_fn, torch.nn.Module):
@@ -113,20 +114,20 @@ def bench_gbdt(train, trees: int, threads: int) -> dict[str, float]:
     import lightgbm as lgb
     import xgboost as xgb
 
-    from bench.training.gbdt import LGB_DEFAULTS, XGB_DEFAULTS
+    from bench.config.settings import gbdt_library
 
     groups = np.diff(train.offsets)
     n_threads = threads or torch.get_num_threads()
     out = {}
     t0 = time.perf_counter()
     dtrain = lgb.Dataset(train.features, label=train.labels, group=groups)
-    lgb.train({"objective": "lambdarank", "metric": "None", "seed": 0, "verbosity": -1, **LGB_DEFAULTS,
+    lgb.train({"objective": "lambdarank", "metric": "None", "seed": 0, "verbosity": -1, **gbdt_library("lightgbm")[1],
                "num_threads": n_threads}, dtrain, num_boost_round=trees)
     out["LightGBM lambdarank"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     dm = xgb.DMatrix(train.features, label=train.labels)
     dm.set_group(groups)
-    xgb.train({"objective": "rank:ndcg", "seed": 0, "disable_default_eval_metric": 1, **XGB_DEFAULTS,
+    xgb.train({"objective": "rank:ndcg", "seed": 0, "disable_default_eval_metric": 1, **gbdt_library("xgboost")[1],
                "nthread": n_threads}, dm, trees)
     out["XGBoost rank:ndcg"] = time.perf_counter() - t0
     return out

@@ -51,12 +51,15 @@ def add_run_arguments(p, *, method_help: str, config_help: str, quiet_help: str,
 
 def run_job(config: dict[str, Any], prepared_dir: str | os.PathLike, out_dir: str | os.PathLike, *, method: str,
             seed: int, rule: str | None = None, **options: Any) -> Path:
-    """Run ``method`` by the kind that trains it under ``config``; ``rule``: the command asked for
-    (a method of another rule's kind is refused, naming the command that runs it)."""
+    """Run ``method`` by the kind that trains it under ``config``: the kind's resolver turns the
+    job's config into settings (:mod:`bench.config.settings`), its run function trains from them.
+    ``rule``: the command asked for (a method of another rule's kind is refused, naming the
+    command that runs it)."""
     name = kinds.run_kind(config, method, rule)
     kind = kinds.RUN_KINDS[name]
     if rule is not None and kind.rule != rule:
         raise ConfigError(f"methods.{method}: a {name} method; run it with `ltr-bench {kind.rule}`")
+    settings = kinds.load(kind.resolve)(config, method)
     run = kinds.load(kind.run)
     accepted = inspect.signature(run).parameters
     for option, value in list(options.items()):
@@ -64,7 +67,7 @@ def run_job(config: dict[str, Any], prepared_dir: str | os.PathLike, out_dir: st
             if value is not None:
                 raise UsageError(f"--{option.replace('_', '-')}: not an option of a {name} run")
             del options[option]
-    return run(config, prepared_dir, out_dir, method=method, seed=seed, **options)
+    return run(settings, prepared_dir, out_dir, method=method, seed=seed, **options)
 
 
 def run_from_cli(args) -> int:

@@ -1,4 +1,4 @@
-r"""The neural method's resolved configuration and its schedules.
+r"""The neural method's configuration, what it means, and its schedules.
 
 Configuration (YAML or JSON, read by :func:`bench.config.run.read_run_config`; other
 top-level keys are ignored)::
@@ -10,8 +10,10 @@ top-level keys are ignored)::
       NAME: {loss: <registered name or pkg.mod:func>, params: {...}, model: {...}, train: {...},
              metrics: ...}    # method-level keys override the shared ones key by key
 
-A method's ``model`` replaces the shared one wholesale when it names a different ``type``
-(:func:`bench.config.plan.merged_model`). ``train`` keys (types, bounds and defaults: the
+The settings a neural run receives are resolved from it by
+:func:`bench.config.settings.resolve_neural`. A method's ``model`` replaces the shared one
+wholesale when it names a different ``type`` (:func:`bench.config.plan.merged_model`).
+``train`` keys (types, bounds and defaults: the
 schema's ``$defs/train``, ``workflows/schemas/config.schema.yaml``, read by
 :func:`bench.config.run.resolve_train`; the defaults are given in brackets below):
 
@@ -48,8 +50,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.config.plan import merged_model
-from bench.config.run import check_method, method_entry, resolve_metrics_config, resolve_train
 from bench.errors import ConfigError
 
 NOT_PROTOCOL = ("tau_schedule", "eval_batch_size", "keep_checkpoint")
@@ -88,35 +88,3 @@ def lr_at(train: dict[str, Any], epoch: int) -> float:
     if train["lr_step"] is None:
         return float(train["lr"])
     return float(train["lr"]) * float(train["lr_gamma"]) ** (epoch // train["lr_step"])
-
-
-def resolve_run_config(config: dict[str, Any], method: str) -> dict[str, Any]:
-    """The fully resolved config of one neural method: loss, params, model, train, metrics.
-
-    The method entry and ``train`` are resolved against the config schema
-    (:func:`bench.config.run.check_method`, :func:`~bench.config.run.resolve_train`); the
-    model by its scorer's own defaults (:func:`bench.models.resolve_model_config`).
-    """
-    entry = method_entry(config, method)
-    if "gbdt" in entry:
-        raise ConfigError(f"methods.{method}: a GBDT method; train it with `ltr-bench gbdt`")
-    if "linear" in entry:
-        raise ConfigError(f"methods.{method}: a linear method; fit it with `ltr-bench linear`")
-    check_method(entry, f"methods.{method}")
-    for section in ("model", "train"):
-        check(config.get(section) is None or isinstance(config[section], dict), section, "must be a mapping")
-    from bench.models import resolve_model_config  # torch: the rest of this module is torch-free
-
-    local_model = entry.get("model") or {}
-    merged = merged_model(config.get("model"), local_model)
-    try:
-        model = resolve_model_config(merged, key=f"methods.{method}.model" if local_model else "model")
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from exc
-    train = resolve_train(config.get("train"), entry.get("train"), method=method)
-    if "metrics" in entry:
-        metrics = resolve_metrics_config(entry["metrics"], key=f"methods.{method}.metrics")
-    else:
-        metrics = resolve_metrics_config(config.get("metrics"))
-    return {"loss": entry["loss"], "params": dict(entry.get("params") or {}), "model": model, "train": train,
-            "metrics": metrics}

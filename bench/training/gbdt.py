@@ -1,7 +1,7 @@
 """GBDT baselines: LightGBM (``lambdarank``, ``rank_xendcg``) and XGBoost (``rank:pairwise``,
 ``rank:ndcg``) on exactly the prepared arrays and folds the neural trainer uses.
 
-Python API: :func:`gbdt_run` ``(config, prepared_dir, out_dir, *, method, seed,
+Python API: :func:`gbdt_run` ``(settings, prepared_dir, out_dir, *, method, seed,
 device="auto", quiet=False, threads=None) -> Path``; CLI (:mod:`bench.training.cli`)::
 
     ltr-bench gbdt --prepared DIR --out RUN_DIR --method NAME --seed K --config CONFIG.yaml
@@ -29,7 +29,10 @@ Default parameters follow LightGBM's published MSLR experiment (docs/Experiments
 LightGBM ``learning_rate 0.1, num_leaves 255, min_data_in_leaf 0, min_sum_hessian_in_leaf
 100``; XGBoost ``eta 0.1, max_depth 8, min_child_weight 100, tree_method hist``; plus
 seeding (from ``derive_seed(dataset, fold, method, seed)``) and determinism switches
-(LightGBM ``deterministic, force_row_wise``). ``params`` overrides any of them. run.json
+(LightGBM ``deterministic, force_row_wise``). ``params`` overrides any of them. Those
+defaults, each library's objectives and the parameters ``params`` must not name are the
+config schema's ``gbdt_lightgbm`` and ``gbdt_xgboost``, resolved by
+:func:`bench.config.settings.resolve_gbdt`. run.json
 records every library parameter, defaults included: LightGBM's ``booster.params`` and the
 ``parameters:`` block of the saved model; XGBoost's ``json.loads(booster.save_config())``.
 
@@ -69,84 +72,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.config.run import check_method, method_default, method_entry, resolve_metrics_config, stopping_metric
-from bench.errors import ConfigError, LibraryError, TrainingDiverged
+from bench.errors import LibraryError, TrainingDiverged
 from bench.provenance import cpu_name, host_peak_rss_bytes
 from bench.seeds import derive_seed
 from bench.training.common import RunFold, RunOutput, check_device, evaluate_split, load_fold, log, write_result
 from bench.training.progress import Reporter
 
-# each library's ranking objectives (the schema's `method.gbdt` names the libraries)
-LIBRARIES = {"lightgbm": ("lambdarank", "rank_xendcg"), "xgboost": ("rank:pairwise", "rank:ndcg", "rank:map")}
-LGB_DEFAULTS: dict[str, Any] = {
-    "learning_rate": 0.1,
-    "num_leaves": 255,
-    "min_data_in_leaf": 0,
-    "min_sum_hessian_in_leaf": 100.0,
-    "deterministic": True,
-    "force_row_wise": True,
-    "verbosity": -1,
-}
-XGB_DEFAULTS: dict[str, Any] = {"eta": 0.1, "max_depth": 8, "min_child_weight": 100.0, "tree_method": "hist"}
-# set through num_trees / early_stopping_rounds / our eval function, never through params
-_RESERVED = {
-    "lightgbm": (
-        "num_iterations", "num_iteration", "n_iter", "num_tree", "num_trees", "num_round", "num_rounds",
-        "nrounds", "num_boost_round", "n_estimators", "max_iter", "early_stopping_round",
-        "early_stopping_rounds", "early_stopping", "n_iter_no_change", "metric", "metrics", "metric_types",
-        "objective", "application", "app", "objective_type", "loss",
-    ),
-    "xgboost": ("objective", "eval_metric", "disable_default_eval_metric", "num_boost_round", "n_estimators"),
-}
 SEEDING = "bench.seeds.derive_seed(dataset, fold, method, seed)"
-
-
-# ----------------------------------------------------------------------------- configuration
-
-
-def resolve_gbdt_config(config: dict[str, Any], method: str) -> dict[str, Any]:
-    """The resolved GBDT method config (library, objective, params, budgets, metrics).
-
-    Keys, types, bounds and the defaults of ``num_trees`` and ``early_stopping_rounds``: the
-    schema's ``method`` (:func:`bench.config.run.check_method`); here only what spans fields:
-    the library's objectives and the parameters it must not be given.
-
-    >>> cfg = resolve_gbdt_config({"methods": {"x": {"gbdt": "xgboost", "objective": "rank:ndcg"}}}, "x")
-    >>> cfg["num_trees"], cfg["early_stopping_metric"], cfg["params"]["max_depth"]
-    (500, 'ndcg@10', 8)
-    """
-    entry = method_entry(config, method)
-    key = f"methods.{method}"
-    lib, objective, params = _library_and_params(entry, key)
-    out: dict[str, Any] = {"gbdt": lib, "objective": objective}
-    out["params"] = {**(LGB_DEFAULTS if lib == "lightgbm" else XGB_DEFAULTS), **params}
-    for name in ("num_trees", "early_stopping_rounds"):
-        out[name] = entry.get(name, method_default(name))
-    out["early_stopping_metric"] = stopping_metric(config, entry, key)
-    if "metrics" in entry:
-        out["metrics"] = resolve_metrics_config(entry["metrics"], key=f"{key}.metrics")
-    else:
-        out["metrics"] = resolve_metrics_config(config.get("metrics"))
-    return out
-
-
-def _library_and_params(entry: dict[str, Any], key: str) -> tuple[str, str, dict[str, Any]]:
-    """The method's library, objective and parameter overrides, each checked."""
-    if "gbdt" not in entry:
-        raise ConfigError(f"{key}: not a GBDT method (no 'gbdt' key); train it with `ltr-bench train`")
-    check_method(entry, key)
-    lib = entry["gbdt"]
-    objective = entry.get("objective")
-    if objective not in LIBRARIES[lib]:
-        raise ConfigError(f"{key}.objective: {lib} ranking objectives are {LIBRARIES[lib]}, got {objective!r}")
-    params = entry.get("params") or {}
-    for p in params:
-        if p in _RESERVED[lib]:
-            raise ConfigError(
-                f"{key}.params.{p}: set via {key}.num_trees / early_stopping_rounds / objective / "
-                "early_stopping_metric instead"
-            )
-    return lib, objective, params
 
 
 # ----------------------------------------------------------------------------- devices
@@ -416,7 +348,7 @@ def _quantile_matrices(params: dict[str, Any]) -> bool:
 
 
 def gbdt_run(
-    config: dict[str, Any],
+    settings: dict[str, Any],
     prepared_dir: str | os.PathLike,
     out_dir: str | os.PathLike,
     *,
@@ -428,12 +360,14 @@ def gbdt_run(
 ) -> Path:
     """Train one GBDT method on a prepared fold with ``seed``; write the run directory.
 
+    ``settings``: the method's resolved settings (:func:`bench.config.settings.resolve_gbdt`).
+
     ``threads`` sets LightGBM's ``num_threads`` / XGBoost's ``nthread`` unless ``params``
     already does (None: the library default, all cores).
     """
     started = time.perf_counter()
     check_device(device)
-    cfg = resolve_gbdt_config(config, method)
+    cfg = {**settings, "params": dict(settings["params"])}  # the thread count below is this run's
     thread_key = "num_threads" if cfg["gbdt"] == "lightgbm" else "nthread"
     if threads and thread_key not in cfg["params"]:
         cfg["params"][thread_key] = int(threads)

@@ -57,43 +57,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.config.run import check_method, method_default, method_entry, resolve_metrics_config, stopping_metric
-from bench.errors import ConfigError, TrainingDiverged
+from bench.errors import TrainingDiverged
 from bench.provenance import cpu_name, host_peak_rss_bytes
 from bench.training.common import RunOutput, check_device, evaluate_split, load_fold, log, write_result
 
 SEEDING = "none: the least-squares fit is deterministic"
-
-
-# ----------------------------------------------------------------------------- configuration
-
-
-def resolve_linear_config(config: dict[str, Any], method: str) -> dict[str, Any]:
-    """The resolved linear method: kind, penalty grid, selection metric, metric conventions.
-
-    Keys, types, bounds and the default grid: the schema's ``method``
-    (:func:`bench.config.run.check_method`); the grid as floats.
-
-    >>> cfg = resolve_linear_config({"methods": {"lr": {"linear": "least_squares"}}}, "lr")
-    >>> cfg["penalties"][:3], cfg["early_stopping_metric"]
-    ([0.0, 0.01, 0.1], 'ndcg@10')
-    >>> resolve_linear_config({"methods": {"lr": {"linear": "least_squares", "penalties": [-1]}}}, "lr")
-    Traceback (most recent call last):
-    ...
-    bench.errors.ConfigError: config key 'methods.lr.penalties.0': -1 is less than the minimum of 0
-    """
-    entry, key = method_entry(config, method), f"methods.{method}"
-    if "linear" not in entry:
-        raise ConfigError(f"{key}: not a linear method (no 'linear' key)")
-    check_method(entry, key)
-    if entry.get("params"):
-        raise ConfigError(f"{key}.params: a linear method takes no params (set {key}.penalties)")
-    penalties = entry.get("penalties", method_default("penalties"))
-    metric = stopping_metric(config, entry, key)
-    metrics_key = f"{key}.metrics" if "metrics" in entry else "metrics"
-    metrics = resolve_metrics_config(entry.get("metrics", config.get("metrics")), key=metrics_key)
-    return {"linear": entry["linear"], "penalties": [float(p) for p in penalties], "early_stopping_metric": metric,
-            "metrics": metrics}
 
 
 # ----------------------------------------------------------------------------- the solver
@@ -220,7 +188,7 @@ def select_penalty(path: RidgePath, penalties: list[float], splits: tuple, metri
 
 
 def linear_run(
-    config: dict[str, Any],
+    settings: dict[str, Any],
     prepared_dir: str | os.PathLike,
     out_dir: str | os.PathLike,
     *,
@@ -232,12 +200,14 @@ def linear_run(
 ) -> Path:
     """Fit the method's ridge grid on a prepared fold, pick on validation, score test; write the run.
 
+    ``settings``: the method's resolved settings (:func:`bench.config.settings.resolve_linear`).
+
     ``device`` is checked and recorded; the solve runs in NumPy on the CPU whatever it asks
     for. ``threads`` is recorded only (the BLAS of the process decides).
     """
     started = time.perf_counter()
     check_device(device)
-    cfg = resolve_linear_config(config, method)
+    cfg = settings
     run = load_fold(prepared_dir, method=method, seed=seed)
     train, vali, test = (run.prepared.splits[s] for s in ("train", "vali", "test"))
     path = ridge_path(train.features, train.labels)

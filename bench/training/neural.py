@@ -1,6 +1,6 @@
 """The neural trainer: one (prepared fold, method, seed) -> one run directory.
 
-Python API: :func:`train_run` ``(config, prepared_dir, out_dir, *, method, seed,
+Python API: :func:`train_run` ``(settings, prepared_dir, out_dir, *, method, seed,
 device="auto", quiet=False, checkpoint_dir=None, threads=None) -> Path``; CLI
 (:mod:`bench.training.cli`)::
 
@@ -28,7 +28,7 @@ import torch
 
 from bench.provenance import cpu_name, host_peak_rss_bytes
 from bench.training.common import RunFold, RunOutput, load_fold, log, write_result
-from bench.training.config import NOT_PROTOCOL, resolve_run_config
+from bench.training.config import NOT_PROTOCOL
 from bench.training.device import deterministic, resolve_device, torch_threads
 from bench.training.loop import fit, setup
 from bench.training.loss import make_loss
@@ -39,7 +39,7 @@ SEEDING = "bench.seeds.derive_seed(dataset, fold, method, seed, purpose)"
 
 
 def train_run(
-    config: dict[str, Any],
+    settings: dict[str, Any],
     prepared_dir: str | os.PathLike,
     out_dir: str | os.PathLike,
     *,
@@ -52,10 +52,11 @@ def train_run(
 ) -> Path:
     """Train ``method`` on a prepared fold with ``seed``; write the run directory; return it.
 
-    ``config`` is the whole configuration (with ``methods``; see :mod:`bench.training.config`).
+    ``settings``: the method's resolved settings (:func:`bench.config.settings.resolve_neural` of
+    the job's config; the keys are described in :mod:`bench.training.config`).
     ``threads`` sets torch's intra-op threads for the run (None: leave as is); on a shared
     machine running several jobs, 1 per job is often several times faster than oversubscribing.
-    Raises :class:`bench.errors.ConfigError` for a bad config and
+    Raises :class:`bench.errors.ConfigError` for a loss that refuses its settings and
     :class:`bench.errors.TrainingDiverged` for a non-finite loss or gradient; in both cases
     ``out_dir`` is not created. While it trains, the progress record
     ``.<out_dir name>.progress.json`` (:mod:`bench.training.progress`) sits next to
@@ -65,7 +66,7 @@ def train_run(
     """
     started = time.perf_counter()
     out_dir = Path(out_dir)
-    cfg = resolve_run_config(config, method)
+    cfg = settings
     loss_call = make_loss(cfg, method)
     run = load_fold(prepared_dir, method=method, seed=seed)
     dev = resolve_device(device, on_missing_cuda=log)

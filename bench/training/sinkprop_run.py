@@ -27,7 +27,6 @@ from bench.errors import TrainingDiverged
 from bench.provenance import cpu_name, host_peak_rss_bytes
 from bench.seeds import numpy_generator
 from bench.training.common import RunFold, RunOutput, evaluate_split, load_fold, log, write_result
-from bench.training.config import resolve_run_config
 from bench.training.device import deterministic, resolve_device, torch_threads
 from bench.training.linear import best_index, predict, ridge_path, select_penalty, vali_metric
 from bench.training.loss import make_loss
@@ -48,13 +47,15 @@ SEEDING = "bench.seeds.derive_seed(dataset, fold, method, seed, 'resample')"
 
 def resolve(config: dict[str, Any], method: str) -> dict[str, Any]:
     """The run kind's resolver: the neural method's settings and the protocol's, the scorer linear."""
-    cfg = resolve_run_config(config, method)
+    from bench.config.settings import resolve_neural
+
+    cfg = resolve_neural(config, method)
     check_linear_model(cfg["model"])
     return {**cfg, "sinkprop_protocol": resolve_protocol(config.get("sinkprop_protocol"))}
 
 
 def protocol_run(
-    config: dict[str, Any],
+    settings: dict[str, Any],
     prepared_dir: str | os.PathLike,
     out_dir: str | os.PathLike,
     *,
@@ -66,7 +67,7 @@ def protocol_run(
 ) -> Path:
     """Train ``method`` on a prepared fold under the config's ``sinkprop_protocol``; write the run."""
     started = time.perf_counter()
-    cfg = resolve(config, method)
+    cfg = dict(settings)
     proto = cfg.pop("sinkprop_protocol")
     loss_fn = make_loss(cfg, method).fn
     loss_with_sigma(loss_fn, method, cfg["params"])

@@ -22,10 +22,10 @@ def resolve(config, method):
     return {"value": float(method_entry(config, method)["constant"])}
 
 
-def run(config, prepared_dir, out_dir, *, method, seed, device="auto", quiet=False, threads=None):
+def run(settings, prepared_dir, out_dir, *, method, seed, device="auto", quiet=False, threads=None):
     out = Path(out_dir)
     out.mkdir(parents=True)
-    (out / "run.json").write_text(f'{{"kind": "constant", "value": {resolve(config, method)["value"]}, "seed": {seed}}}')
+    (out / "run.json").write_text(f'{{"kind": "constant", "value": {settings["value"]}, "seed": {seed}}}')
     return out
 '''
 

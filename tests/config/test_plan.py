@@ -31,7 +31,7 @@ def test_roles_map_every_table_to_synthetic_stand_ins_in_default():
 def test_every_run_config_is_accepted_by_the_trainers(profile):
     """Each (protocol, dataset, method) the tables train resolves in bench.training."""
     from bench.config import kinds
-    from bench.training.config import resolve_run_config
+    from bench.config.settings import resolve_neural
 
     files = [] if profile == "default.yaml" else [ROOT / "config" / profile]
     cfg = cv.load_config(*files, overrides={"compare": {"losses": ["examples.my_loss:pairwise_squared_hinge"]}})
@@ -47,7 +47,7 @@ def test_every_run_config_is_accepted_by_the_trainers(profile):
                 sinkprop_runs += kind == "sinkprop_protocol"
                 seen += 1
     for ds in plan.compare_datasets(cfg):
-        resolve_run_config(plan.run_config(cfg, plan.COMPARE_EXPERIMENT, ds, "examples.my_loss.pairwise_squared_hinge"),
+        resolve_neural(plan.run_config(cfg, plan.COMPARE_EXPERIMENT, ds, "examples.my_loss.pairwise_squared_hinge"),
                            "examples.my_loss.pairwise_squared_hinge")
     assert seen > 50 and sinkprop_runs >= 1
 

@@ -42,9 +42,7 @@ def test_every_train_key_has_its_default_in_the_schema():
 
 
 def test_changing_a_schema_default_changes_every_resolver(edited_schema):
-    from bench.training.config import resolve_run_config
-    from bench.training.gbdt import resolve_gbdt_config
-    from bench.training.linear import resolve_linear_config
+    from bench.config.settings import resolve_gbdt, resolve_linear, resolve_neural
     from bench.training.sinkprop_protocol import resolve_protocol
 
     def change(data):
@@ -59,11 +57,11 @@ def test_changing_a_schema_default_changes_every_resolver(edited_schema):
     cfg = {"model": {"type": "mlp", "hidden": []}, "methods": {
         "n": {"loss": "ranknet"}, "g": {"gbdt": "lightgbm", "objective": "lambdarank"},
         "l": {"linear": "least_squares"}}}
-    neural = resolve_run_config(cfg, "n")
+    neural = resolve_neural(cfg, "n")
     assert neural["train"]["batch_size"] == 7 and neural["train"]["early_stopping_metric"] == "mrr"
-    gbdt = resolve_gbdt_config(cfg, "g")
+    gbdt = resolve_gbdt(cfg, "g")
     assert gbdt["num_trees"] == 33 and gbdt["early_stopping_metric"] == "mrr"
-    linear = resolve_linear_config(cfg, "l")
+    linear = resolve_linear(cfg, "l")
     assert linear["penalties"] == [2.0] and linear["early_stopping_metric"] == "mrr"
     assert resolve_protocol({})["stages"] == 5
 

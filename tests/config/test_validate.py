@@ -191,11 +191,13 @@ def test_yaml_syntax_error_names_file_and_line(tmp_path):
         cv.read_yaml(bad)
 
 
-def test_schema_train_and_model_keys_match_the_trainer():
-    """The schema rejects unknown keys before any job runs: it must know the trainer's keys."""
-    from bench.models import CONTEXT_AWARE_DEFAULTS, MLP_DEFAULTS
-
+def test_every_model_type_has_its_definition():
+    """``model.type`` picks the definition ``<type>_model``: each type has one, whose keys are
+    keys of ``model`` (which types them) and whose ``type`` is that type."""
     schema = yaml.safe_load((ROOT / "workflows" / "schemas" / "config.schema.yaml").read_text())
-    assert cv.MODEL_KEYS["mlp"] == set(MLP_DEFAULTS)
-    assert cv.MODEL_KEYS["context_aware"] == set(CONTEXT_AWARE_DEFAULTS)
-    assert set(schema["$defs"]["model"]["properties"]) == set(MLP_DEFAULTS) | set(CONTEXT_AWARE_DEFAULTS)
+    defs = schema["$defs"]
+    for kind in defs["model"]["properties"]["type"]["enum"]:
+        own = defs[f"{kind}_model"]["properties"]
+        assert set(own) <= set(defs["model"]["properties"]), kind
+        assert own["type"]["const"] == kind
+

@@ -9,9 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from bench.config.settings import resolve_gbdt
 from bench.errors import ConfigError, LibraryError
 from bench.results import RUN_JSON_KEYS
-from bench.training.gbdt import gbdt_run, resolve_gbdt_config
+from bench.training.cli import run_job
 from helpers import make_prepared
 
 METRICS = ["ndcg@10", "mrr", "arp"]
@@ -47,7 +48,7 @@ def _config() -> dict:
 @pytest.mark.parametrize("method", list(METHODS))
 def test_each_objective_trains_and_writes_a_complete_run(prepared, tmp_path, method):
     lib, objective = METHODS[method]
-    out = gbdt_run(_config(), prepared, tmp_path / "run", method=method, seed=0, device="cpu", quiet=True)
+    out = run_job(_config(), prepared, tmp_path / "run", method=method, seed=0, device="cpu", quiet=True)
     assert sorted(p.name for p in out.iterdir()) == ["curve.csv", "digests.json", "metrics.parquet", "run.json", "scores.npy"]
     info = json.loads((out / "run.json").read_text())
     assert set(RUN_JSON_KEYS) <= set(info) and info["kind"] == "gbdt" and info["device"] == "cpu"
@@ -80,7 +81,7 @@ def test_gbdt_learns_something(prepared, tmp_path):
     """Sanity oracle: LambdaMART beats a constant scorer (which scores by document order)."""
     from bench.metrics import evaluate
 
-    out = gbdt_run(_config(), prepared, tmp_path / "r", method="lgb_lambdarank", seed=0, device="cpu", quiet=True)
+    out = run_job(_config(), prepared, tmp_path / "r", method="lgb_lambdarank", seed=0, device="cpu", quiet=True)
     labels = np.load(prepared / "test" / "labels.npy")
     offsets = np.load(prepared / "test" / "offsets.npy")
     const = evaluate(np.zeros_like(labels), labels, offsets, ["ndcg@10"])["ndcg@10"].mean()
@@ -90,18 +91,18 @@ def test_gbdt_learns_something(prepared, tmp_path):
 
 @pytest.mark.parametrize("method", ["lgb_lambdarank", "xgb_ndcg"])
 def test_same_seed_same_scores(prepared, tmp_path, method):
-    a = gbdt_run(_config(), prepared, tmp_path / "a", method=method, seed=2, device="cpu", quiet=True)
-    b = gbdt_run(_config(), prepared, tmp_path / "b", method=method, seed=2, device="cpu", quiet=True)
+    a = run_job(_config(), prepared, tmp_path / "a", method=method, seed=2, device="cpu", quiet=True)
+    b = run_job(_config(), prepared, tmp_path / "b", method=method, seed=2, device="cpu", quiet=True)
     assert np.load(a / "scores.npy").tobytes() == np.load(b / "scores.npy").tobytes()
 
 
 def test_defaults_are_the_published_mslr_settings():
     cfg = {"methods": {"l": {"gbdt": "lightgbm", "objective": "lambdarank"},
                        "x": {"gbdt": "xgboost", "objective": "rank:pairwise", "params": {"eta": 0.05}}}}
-    lgb = resolve_gbdt_config(cfg, "l")
+    lgb = resolve_gbdt(cfg, "l")
     assert lgb["params"]["learning_rate"] == 0.1 and lgb["params"]["num_leaves"] == 255
     assert lgb["params"]["min_sum_hessian_in_leaf"] == 100 and lgb["num_trees"] == 500
-    xgb = resolve_gbdt_config(cfg, "x")
+    xgb = resolve_gbdt(cfg, "x")
     assert xgb["params"]["eta"] == 0.05 and xgb["params"]["max_depth"] == 8
     assert xgb["params"]["min_child_weight"] == 100
 
@@ -119,7 +120,7 @@ def test_defaults_are_the_published_mslr_settings():
 )
 def test_config_errors_name_the_key(entry, match):
     with pytest.raises(ConfigError, match=match):
-        resolve_gbdt_config({"methods": {"m": entry}}, "m")
+        resolve_gbdt({"methods": {"m": entry}}, "m")
 
 
 def test_cli_gbdt(prepared, tmp_path):
@@ -139,7 +140,7 @@ def test_library_errors_become_one_line_library_errors(prepared, tmp_path):
     cfg = _config()
     cfg["methods"]["xgb_ndcg"]["params"]["max_depth"] = -3
     with pytest.raises(LibraryError, match="methods.xgb_ndcg: xgboost failed"):
-        gbdt_run(cfg, prepared, tmp_path / "r", method="xgb_ndcg", seed=0, device="cpu", quiet=True)
+        run_job(cfg, prepared, tmp_path / "r", method="xgb_ndcg", seed=0, device="cpu", quiet=True)
     assert not (tmp_path / "r").exists()
 
 
@@ -152,7 +153,7 @@ def test_rounds_trained_counts_every_boosted_round_when_early_stopping_triggers(
     lib = METHODS[method][0]
     cfg["methods"][method].update(num_trees=200, early_stopping_rounds=3)
     cfg["methods"][method]["params"]["learning_rate" if lib == "lightgbm" else "eta"] = 0.8
-    out = gbdt_run(cfg, prepared, tmp_path / "run", method=method, seed=0, device="cpu", quiet=True)
+    out = run_job(cfg, prepared, tmp_path / "run", method=method, seed=0, device="cpu", quiet=True)
     res = json.loads((out / "run.json").read_text())["result"]
     curve = pd.read_csv(out / "curve.csv")
     assert res["rounds_trained"] < 200  # early stopping triggered
@@ -176,8 +177,8 @@ def test_xgboost_quantile_matrices_give_the_bytes_of_plain_dmatrices(prepared, t
     ``DMatrix`` path: the same test scores, per-query metrics and validation curve, bit for bit."""
     from bench.training import gbdt
 
-    quantile = gbdt_run(_config(), prepared, tmp_path / "q", method=method, seed=1, device="cpu", quiet=True)
+    quantile = run_job(_config(), prepared, tmp_path / "q", method=method, seed=1, device="cpu", quiet=True)
     monkeypatch.setattr(gbdt, "_quantile_matrices", lambda params: False)
-    plain = gbdt_run(_config(), prepared, tmp_path / "d", method=method, seed=1, device="cpu", quiet=True)
+    plain = run_job(_config(), prepared, tmp_path / "d", method=method, seed=1, device="cpu", quiet=True)
     for name in ("scores.npy", "metrics.parquet", "curve.csv"):
         assert (quantile / name).read_bytes() == (plain / name).read_bytes(), name

@@ -16,11 +16,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from bench.config.settings import resolve_linear
 from bench.data import load_prepared
 from bench.errors import ConfigError
 from bench.metrics import evaluate, summarize
 from bench.results import RUN_JSON_KEYS
-from bench.training.linear import best_index, linear_run, predict, resolve_linear_config, ridge_path
+from bench.training.cli import run_job
+from bench.training.linear import best_index, predict, ridge_path
 from helpers import make_letor_fold, make_prepared
 
 METRICS = ["ndcg@1", "ndcg@10", "map"]
@@ -96,7 +98,7 @@ def test_best_index_prefers_the_first_on_ties_and_treats_nan_as_worst():
 
 def test_run_chooses_the_argmax_of_validation_ndcg_and_writes_a_complete_run(prepared, tmp_path):
     grid = [0.0, 1.0, 100.0, 1e4, 1e6]
-    out = linear_run(_config(penalties=grid), prepared, tmp_path / "run", method="lr", seed=0, device="cpu",
+    out = run_job(_config(penalties=grid), prepared, tmp_path / "run", method="lr", seed=0, device="cpu",
                      quiet=True)
     info = json.loads((out / "run.json").read_text())
     assert set(RUN_JSON_KEYS) <= set(info) and info["kind"] == "linear"
@@ -128,22 +130,22 @@ def test_run_chooses_the_argmax_of_validation_ndcg_and_writes_a_complete_run(pre
 
 
 def test_reruns_are_bit_identical(prepared, tmp_path):
-    outs = [linear_run(_config(), prepared, tmp_path / f"r{i}", method="lr", seed=0, device="cpu", quiet=True)
+    outs = [run_job(_config(), prepared, tmp_path / f"r{i}", method="lr", seed=0, device="cpu", quiet=True)
             for i in range(2)]
     assert (outs[0] / "scores.npy").read_bytes() == (outs[1] / "scores.npy").read_bytes()
 
 
 def test_config_errors_name_the_key():
     with pytest.raises(ConfigError, match=r"methods\.lr\.linear': 'lasso' is not one of"):
-        resolve_linear_config(_config(linear="lasso"), "lr")
+        resolve_linear(_config(linear="lasso"), "lr")
     with pytest.raises(ConfigError, match=r"methods\.lr\.penalties': \[\] should be non-empty"):
-        resolve_linear_config(_config(penalties=[]), "lr")
+        resolve_linear(_config(penalties=[]), "lr")
     with pytest.raises(ConfigError, match=r"methods\.lr\.params: a linear method takes no params"):
-        resolve_linear_config(_config(params={"alpha": 1}), "lr")
+        resolve_linear(_config(params={"alpha": 1}), "lr")
     with pytest.raises(ConfigError, match=r"methods\.lr\.lr': unknown key"):
-        resolve_linear_config(_config(lr=0.1), "lr")
+        resolve_linear(_config(lr=0.1), "lr")
     with pytest.raises(ConfigError, match=r"methods\.lr\.early_stopping_metric': 'ndgc@10' does not match"):
-        resolve_linear_config(_config(early_stopping_metric="ndgc@10"), "lr")
+        resolve_linear(_config(early_stopping_metric="ndgc@10"), "lr")
 
 
 def test_cli_runs_and_export_scores_reads_the_run(prepared, tmp_path):
@@ -184,7 +186,7 @@ def test_letor4_graded_run_equals_grading_its_exported_scores(letor_fold, tmp_pa
     names = [f"ndcg@{k}" for k in range(1, 11)] + ["map"]
     cfg = _config(penalties=[0.0, 1.0, 100.0])
     cfg["metrics"] = {"names": names, "empty_query": "one", "ties": "stable", "convention": "letor4"}
-    run = linear_run(cfg, letor_fold, tmp_path / "run", method="lr", seed=0, device="cpu", quiet=True)
+    run = run_job(cfg, letor_fold, tmp_path / "run", method="lr", seed=0, device="cpu", quiet=True)
     frame = pd.read_parquet(run / "metrics.parquet")
     assert (frame["convention"] == "letor4").all()
     n = export_scores(run, tmp_path / "scores.txt")

@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from bench.training import gbdt, loop, progress
+from bench.training.cli import run_job
 from bench.training.progress import (
     INTERVAL_ENV,
     INTERVAL_S,
@@ -105,11 +106,10 @@ def _neural_config(**train) -> dict:
 
 
 def test_neural_lines_and_record_every_step_then_removed(prepared, tmp_path, records, monkeypatch, capsys):
-    from bench.training.neural import train_run
 
     torch.set_num_threads(1)
     monkeypatch.setattr(loop, "time", _Ticks())
-    out = train_run(_neural_config(), prepared, tmp_path / "run", method="ranknet", seed=0, device="cpu", quiet=True)
+    out = run_job(_neural_config(), prepared, tmp_path / "run", method="ranknet", seed=0, device="cpu", quiet=True)
     lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("progress")]
     # 48 queries / 8 = 6 steps an epoch, 3 epochs, every step but the first (a warm-up); 3 validations
     assert len(records) == len(lines) == 17 + 3
@@ -134,10 +134,9 @@ def test_neural_lines_and_record_every_step_then_removed(prepared, tmp_path, rec
 def test_neural_patience_makes_the_eta_an_upper_bound(prepared, tmp_path, records, monkeypatch):
     """With patience the ETA is an upper bound; once patience stops the run (lr 0.1: validation
     NDCG drops after epoch 1 on this fold) only the test pass is left."""
-    from bench.training.neural import train_run
 
     monkeypatch.setattr(loop, "time", _Ticks())
-    out = train_run(_neural_config(epochs=6, patience=1, lr=0.1), prepared, tmp_path / "r", method="ranknet",
+    out = run_job(_neural_config(epochs=6, patience=1, lr=0.1), prepared, tmp_path / "r", method="ranknet",
                     seed=0, device="cpu", quiet=True)
     assert records and all(r["eta_is_upper_bound"] for r in records)
     result = json.loads((out / "run.json").read_text())["result"]
@@ -147,24 +146,23 @@ def test_neural_patience_makes_the_eta_an_upper_bound(prepared, tmp_path, record
 
 def test_progress_does_not_change_results(prepared, tmp_path, monkeypatch):
     """A line every step (and its record) against the default interval: the same bytes."""
-    from bench.training.neural import train_run
 
     runs = []
     for name, interval in (("quiet", "3600"), ("busy", "0")):
         monkeypatch.setenv(INTERVAL_ENV, interval)
-        runs.append(train_run(_neural_config(epochs=2), prepared, tmp_path / name, method="ranknet", seed=5,
+        runs.append(run_job(_neural_config(epochs=2), prepared, tmp_path / name, method="ranknet", seed=5,
                               device="cpu", quiet=True))
     for name in ("scores.npy", "metrics.parquet"):
         assert (runs[0] / name).read_bytes() == (runs[1] / name).read_bytes()
 
 
 def test_train_step_takes_one_optimiser_step(prepared):
+    from bench.config.settings import resolve_neural
     from bench.data import load_prepared
     from bench.training.batches import epoch_lists
-    from bench.training.config import resolve_run_config
     from bench.training.loss import make_loss
 
-    cfg = resolve_run_config(_neural_config(), "ranknet")
+    cfg = resolve_neural(_neural_config(), "ranknet")
     parts = ("toy", "fold1", "ranknet", 0)
     f = loop.setup(cfg, make_loss(cfg, "ranknet"), load_prepared(prepared), parts, torch.device("cpu"))
     lists, order = epoch_lists(f.splits["train"], f.list_size, f.trainables.list_gen)
@@ -186,7 +184,7 @@ def test_gbdt_lines_and_record_every_round_then_removed(prepared, tmp_path, reco
     cfg = {"metrics": ["ndcg@10"], "methods": {"m": {"gbdt": lib, "objective": objective, "params": params,
                                                      "num_trees": 12, "early_stopping_rounds": 50}}}
     monkeypatch.setattr(gbdt, "time", _Ticks())
-    out = gbdt.gbdt_run(cfg, prepared, tmp_path / "run", method="m", seed=0, device="cpu", quiet=True)
+    out = run_job(cfg, prepared, tmp_path / "run", method="m", seed=0, device="cpu", quiet=True)
     lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("progress")]
     assert len(records) == len(lines) == 11  # every round but the first (the library's set-up)
     assert all(set(r) == RECORD_KEYS and r["kind"] == "gbdt" and r["unit"] == "round" for r in records)

@@ -105,7 +105,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import gammaln
 
-from bench.conventions import CONVENTIONS, EMPTY_QUERY_CHOICES, TIES_CHOICES  # the choices, one list each
+from bench.choices import CONVENTIONS, EMPTY_QUERY_CHOICES, TIES_CHOICES  # the choices, one list each
 
 LETOR_SCRIPTS = {"letor3": "Eval-Score-3.0.pl", "letor4": "Eval-Score-4.0.pl"}
 # the metric kinds each LETOR convention defines (the scripts compute nothing else)

@@ -55,6 +55,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from bench.choices import CORRECTIONS, TESTS
 from bench.data.integrity import verify
 from bench.errors import UsageError
 from bench.results import INFO_COLUMNS, KEY_COLUMNS, write_frame
@@ -65,8 +66,6 @@ RESULT_COLUMNS = (
     "p_adjusted", "ci_low", "ci_high", "is_best", "not_worse", "wins", "ties", "losses",
     "n_seeds", "test", "correction", "alpha",
 )
-TESTS = ("t", "wilcoxon", "permutation")
-CORRECTIONS = ("holm", "none")
 _TIE_TOL = 1e-12
 
 

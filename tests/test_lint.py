@@ -1,4 +1,5 @@
-"""The linter is part of the tests: ``ruff check`` with the rules of pyproject.toml finds nothing."""
+"""The linter and the type checker are part of the tests: ``ruff check`` and ``mypy`` (rules and files in
+pyproject.toml) find nothing."""
 
 from __future__ import annotations
 
@@ -15,4 +16,10 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_ruff_finds_nothing():
     proc = subprocess.run(["ruff", "check", "--output-format", "concise", "."], cwd=ROOT, capture_output=True,
                           text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.skipif(shutil.which("mypy") is None, reason="mypy is in the test extras: pip install -e '.[test]'")
+def test_mypy_finds_nothing():
+    proc = subprocess.run(["mypy", "--no-error-summary"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr

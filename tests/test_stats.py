@@ -11,6 +11,7 @@ import pytest
 from scipy import stats as sps
 
 from bench import stats as S
+from bench.choices import TESTS
 from bench.cli import main as cli_main
 
 
@@ -99,7 +100,7 @@ def test_identical_and_single_methods_give_p_one(rng):
     assert out.loc["y", "p_value"] == 1.0 and out.loc["y", "p_adjusted"] == 1.0
     assert out.loc["y", "not_worse"] and out.loc["y", "ties"] == 40
     assert (out.loc["y", "ci_low"], out.loc["y", "ci_high"]) == (0.0, 0.0)
-    for test in S.TESTS:
+    for test in TESTS:
         assert S.paired_test(a, a, test=test) == 1.0
     single = S.significance(_table({"only": a}), ["ndcg@10"])
     assert len(single) == 1 and single["is_best"][0] and single["p_value"][0] == 1.0

@@ -25,8 +25,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from bench.choices import CHOICES, CONVENTIONS, TIES_CHOICES
 from bench.config import schema
-from bench.conventions import CHOICES, CONVENTIONS, TIES_CHOICES
 from bench.errors import ConfigError
 
 
@@ -66,7 +66,7 @@ def method_entry(config: dict[str, Any], method: str) -> dict[str, Any]:
 def resolve_metrics_config(cfg: Any, *, key: str = "metrics") -> dict[str, Any]:
     """``metrics`` of a job: a list of names, or ``{names, empty_query, ties[, convention]}``,
     resolved against the schema's ``run_metrics`` (its defaults filled); each name parsed by
-    :func:`bench.metrics.parse_metric`, each convention one of :mod:`bench.conventions`'
+    :func:`bench.metrics.parse_metric`, each convention one of :mod:`bench.choices`'
     choices. ``convention`` absent means ``default``.
     """
     if isinstance(cfg, (list, tuple)):
@@ -85,7 +85,7 @@ def resolve_metrics_config(cfg: Any, *, key: str = "metrics") -> dict[str, Any]:
 
 
 def check_choice(value: Any, key: str, *extra: str) -> None:
-    """``value`` one of :mod:`bench.conventions`' choices for the last part of ``key`` (``ties``,
+    """``value`` one of :mod:`bench.choices`' choices for the last part of ``key`` (``ties``,
     ``empty_query``, ``convention``; other keys pass), or one of ``extra``."""
     choices = CHOICES.get(key.rpartition(".")[2])
     if choices is not None and value not in (*choices, *extra):

@@ -62,7 +62,7 @@ def _filled_by_job(schema: dict[str, Any], sub: Any) -> bool:
     return schema.get(JOB_DEFAULTS) == "job" or (isinstance(sub, dict) and sub.get(JOB_DEFAULTS) == "job")
 
 
-def _with_defaults(validator_class: type, *, job: bool) -> type:
+def _with_defaults(validator_class: Any, *, job: bool) -> Any:
     """Extend a jsonschema validator so that ``properties`` also fills ``default`` values.
 
     ``job=False`` (the study config) skips what the schema marks ``x-defaults: job``;

@@ -29,6 +29,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from bench.choices import DATASET_CONVENTION
 from bench.config import kinds, schema
 from bench.config.plan import (
     compare_method_name,
@@ -40,7 +41,6 @@ from bench.config.plan import (
 )
 from bench.config.run import check_choice, model_type, resolve_model
 from bench.config.schema import ROOT, SCHEMA_PATH, StudyValidator, _key, deepest_error, describe, load_schema  # noqa: F401
-from bench.conventions import DATASET_CONVENTION
 from bench.errors import ConfigError
 
 DEFAULT_CONFIG = ROOT / "config" / "default.yaml"
@@ -222,10 +222,12 @@ def check_model(model: dict[str, Any], where: str) -> None:
 
 
 def check_choices(config: dict[str, Any]) -> None:
-    """``evaluation``'s conventions and each dataset's ``convention`` are among
-    :mod:`bench.conventions`' choices (the schema types them as strings only)."""
+    """``evaluation``'s conventions, ``stats``' test and correction and each dataset's
+    ``convention`` are among :mod:`bench.choices`' choices (the schema types them as strings)."""
     for name, value in config.get("evaluation", {}).items():
         check_choice(value, f"evaluation.{name}", *([DATASET_CONVENTION] if name == "convention" else []))
+    for name, value in config.get("stats", {}).items():
+        check_choice(value, f"stats.{name}")
     for name, spec in config["datasets"].items():
         if "convention" in spec:
             check_choice(spec["convention"], f"datasets.{name}.convention")

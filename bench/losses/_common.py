@@ -17,11 +17,16 @@ if no list contributes the loss is ``0 * scores.sum()`` so ``backward()`` still 
 from __future__ import annotations
 
 import numbers
+from typing import Literal, overload
 
 import torch
 from torch import Tensor
 
 
+@overload
+def check_k(k: int | None, name: str = ..., *, optional: Literal[False]) -> int: ...
+@overload
+def check_k(k: int | None, name: str = ..., *, optional: bool = ...) -> int | None: ...
 def check_k(k: int | None, name: str = "k", *, optional: bool = True) -> int | None:
     """Return the cut-off ``k`` as an ``int``; ``ValueError`` unless it is an integer >= 1
     (or ``None``, "the whole list", where ``optional``).

@@ -131,6 +131,7 @@ def _levels(vals: Tensor, valid: Tensor, kk: int, b: tuple[int, ...], taus: tupl
             p = torch.einsum("bnlqc,bnqcs->bnlqs", q.reshape(bsz, nodes, k_j, b_j, k_prev),
                              p.reshape(bsz, nodes, b_j, k_prev, below)).reshape(bsz, nodes, k_j, b_j * below)
         k_prev = k_j
+    assert p is not None  # a tree has at least one level
     return p[:, 0, :, :width]  # filler columns are exactly 0
 
 
@@ -163,8 +164,9 @@ def _tree(scores: Tensor, mask: Tensor, k: int | None, tau, depth: int, branchin
     per_list = _per_list_branching(lengths, depth)
     groups = torch.unique(per_list)
     if groups.numel() == 1:  # every list has the same tree (e.g. lists of one length)
-        b = int(groups.item())
-        return _levels(vals[:, : min(width, b**depth)], valid[:, : min(width, b**depth)], kk, (b,) * depth, taus), order
+        fanout = int(groups.item())
+        n = min(width, fanout**depth)
+        return _levels(vals[:, :n], valid[:, :n], kk, (fanout,) * depth, taus), order
     out = torch.zeros(bsz, kk, width, dtype=scores.dtype, device=scores.device)
     for b in groups.tolist():  # one batched tree per distinct branching
         rows = torch.nonzero(per_list == b).flatten()

@@ -14,6 +14,8 @@ True
 True
 >>> issubclass(FileAccessError, BenchError) and issubclass(FileAccessError, OSError)
 True
+>>> issubclass(DiskFull, FileAccessError)
+True
 """
 
 from __future__ import annotations
@@ -78,6 +80,19 @@ class FileAccessError(BenchError, OSError):
     The message names the path and what to do. Still an ``OSError``, so a caller's ``except
     OSError`` keeps working; a raw ``OSError`` reaching the CLI is a bug and keeps its traceback.
     """
+
+
+class DiskFull(FileAccessError):
+    """No space left on the filesystem a command writes to (or no free inodes, or a used-up quota).
+
+    The message names the file, the space needed when it is known before writing, and the space
+    free (:mod:`bench.atomic.space`); ``.path``, ``.needed`` and ``.free`` (bytes, None when unknown)
+    say the same to a caller.
+    """
+
+    def __init__(self, message: str, *, path, needed: int | None = None, free: int | None = None):
+        super().__init__(message)
+        self.path, self.needed, self.free = path, needed, free
 
 
 class ExtractError(BenchError, RuntimeError):

@@ -38,6 +38,7 @@ convention, metrics its script does not define follow ``default``,
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from collections.abc import Iterable
@@ -48,7 +49,7 @@ import numpy as np
 import pandas as pd
 
 from bench.atomic import atomic_path
-from bench.data.integrity import verify, write_digests, write_sidecar
+from bench.data.integrity import digests_size, verify, write_digests, write_sidecar
 from bench.provenance import plain
 
 RUN_JSON_KEYS = (
@@ -113,20 +114,37 @@ def write_run(
     run_info: dict[str, Any],
 ) -> Path:
     """Write the four run files and their ``digests.json`` into ``out_dir`` as one atomic
-    directory; return its path."""
+    directory; return its path. The files are rendered in memory first, so a filesystem
+    without room for them refuses the run before anything is written
+    (:class:`bench.errors.DiskFull`, with the space needed and free)."""
     missing = [k for k in RUN_JSON_KEYS if k not in run_info]
     if missing:
         raise ValueError(f"run.json is missing keys {missing}")
+    files = {
+        SCORES_FILE: _npy_bytes(np.asarray(scores, dtype=np.float32)),
+        METRICS_FILE: _parquet_bytes(metrics),
+        CURVE_FILE: curve.to_csv(index=False).encode("utf-8"),
+        RUN_JSON_FILE: (json.dumps(plain(run_info), indent=2, sort_keys=True, default=str) + "\n").encode("utf-8"),
+    }
     out = Path(out_dir)
-    with atomic_path(out, is_dir=True) as tmp:
-        np.save(tmp / SCORES_FILE, np.asarray(scores, dtype=np.float32))
-        metrics.to_parquet(tmp / METRICS_FILE, index=False)
-        curve.to_csv(tmp / CURVE_FILE, index=False)
-        (tmp / RUN_JSON_FILE).write_text(
-            json.dumps(plain(run_info), indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8"
-        )
+    sizes = [*map(len, files.values()), digests_size(RUN_FILES)]
+    with atomic_path(out, is_dir=True, sizes=sizes) as tmp:  # refused first when it cannot fit
+        for name, data in files.items():
+            (tmp / name).write_bytes(data)
         write_digests(tmp, RUN_FILES)
     return out
+
+
+def _npy_bytes(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    return buffer.getvalue()
+
+
+def _parquet_bytes(frame: pd.DataFrame) -> bytes:
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer, index=False)
+    return buffer.getvalue()
 
 
 def _checked(path: Path) -> Path:
@@ -160,8 +178,9 @@ def read_metrics(run_dir: str | os.PathLike) -> pd.DataFrame:
 def write_frame(frame: pd.DataFrame, path: str | os.PathLike, *, digest: bool = True) -> None:
     """Write a per-query or statistics frame as parquet, atomically, with its sidecar digest
     ``<path>.digest`` (renamed into place just before the frame; ``digest=False``: none)."""
-    with atomic_path(path) as tmp:
-        frame.to_parquet(tmp, index=False)
+    data = _parquet_bytes(frame)
+    with atomic_path(path, sizes=[len(data)]) as tmp:  # refused first when it cannot fit
+        tmp.write_bytes(data)
         if digest:
             write_sidecar(path, tmp)
 

@@ -4,8 +4,9 @@ Every module under ``bench/`` is parsed (nothing is imported) and every ``import
 module-level or inside a function, becomes an edge. The rules:
 
 - a module imports only from lower layers (:data:`LAYERS`, with every ``<package>.cli`` at
-  :data:`CLI_LAYER`) or from its own package; the layer table of docs/architecture.md
-  numbers them the same (checked);
+  :data:`CLI_LAYER`), from its own package, or ``bench.errors`` (which imports nothing of the
+  package: every module may raise its errors, the atomic writers a full disk); the layer table
+  of docs/architecture.md numbers them the same (checked);
 - only ``cli`` modules may import ``bench.cli`` (none needs to: errors live in bench.errors);
 - losses, metrics and models import nothing but the bottom layer;
 - report never imports training, losses or perf (figures read computed tables);
@@ -41,6 +42,7 @@ LAYERS: dict[str, int] = {
     "bench.perf": 5,
     "bench.cli": 7,
 }
+ERRORS = "bench.errors"  # may be imported by every module (it imports nothing of the package: checked)
 CLI_LAYER = 6  # every `<package>.cli` module: above the packages, below bench.cli
 BOTTOM_ONLY = ("bench.losses", "bench.metrics", "bench.models")
 FORBIDDEN = {"bench.report": ("bench.training", "bench.losses", "bench.perf")}
@@ -113,9 +115,15 @@ def test_no_upward_or_sideways_import():
                 continue  # inside one package
             if imported == "bench.cli" and m.endswith(".cli"):
                 continue  # checked by the next test
+            if imported == ERRORS:
+                continue  # every error class, importing nothing of the package: any module raises them
             if layer(imported) >= layer(m):
                 bad.append(f"{m}:{line} imports {imported} (layer {layer(imported)} >= {layer(m)})")
     assert bad == []
+
+
+def test_errors_import_nothing_of_the_package():
+    assert [i for i, _ in _imports(ERRORS, modules()[ERRORS]) if i.startswith("bench")] == []
 
 
 def test_only_cli_modules_import_bench_cli():

@@ -14,8 +14,11 @@ re-reading gigabytes. Inner archives named by the registry (Yahoo's ``dataset.tg
 A member that cannot be written (a file and a folder of the same name, in either order; a
 name longer than the filesystem allows) or a corrupt member refuses the archive with
 :class:`ExtractError` naming it; any other ``OSError`` (the archive unreadable, the destination
-not writable, no space left) becomes :class:`bench.errors.FileAccessError` naming the path.
-Either is one line from ``ltr-bench``, and nothing is left behind.
+not writable) becomes :class:`bench.errors.FileAccessError` naming the path, and no space left
+:class:`bench.errors.DiskFull` naming the destination and what is free there (a zip's unpacked
+size is read from its directory first, so a zip that cannot fit is refused before anything is
+written, with the space it needs). Each is one line from ``ltr-bench``, and nothing is left
+behind.
 
 RAR (LETOR 4.0) needs one of ``unrar``, ``7z``/``7za`` or ``bsdtar`` on PATH; without one the
 error says what to install. The tool extracts into the temporary directory, which is then
@@ -299,9 +302,10 @@ def extract_archive(archive: str | os.PathLike, dest: str | os.PathLike, *,
     archive = Path(archive)
     dest = Path(dest)
     expect_folder(dest)
-    with file_access(dest, "extract into"), atomic_path(dest, is_dir=True) as tmp:
-        with file_access(archive, "read"):
-            fmt = detect_format(archive)
+    with file_access(archive, "read"):
+        fmt = detect_format(archive)
+        sizes = _SIZES[fmt](archive) if fmt in _SIZES else None
+    with file_access(dest, "extract into"), atomic_path(dest, is_dir=True, sizes=sizes) as tmp:
         _extract_into(archive, tmp, fmt)
         for inner_name in inner_archives:
             for inner in sorted(tmp.rglob(inner_name)):
@@ -310,6 +314,22 @@ def extract_archive(archive: str | os.PathLike, dest: str | os.PathLike, *,
         manifest = {"archive": archive.name, "archive_sha256": archive_sha256, "files": _inventory(tmp)}
         write_json(tmp / MANIFEST, manifest)
     return manifest
+
+
+def _zip_sizes(archive: Path) -> list[int] | None:
+    """The unpacked sizes of a zip's files, from its central directory; None when it cannot be
+    read (extraction then says why)."""
+    try:
+        with zipfile.ZipFile(archive) as zf:
+            return [info.file_size for info in zf.infolist() if not info.is_dir()]
+    except (zipfile.BadZipFile, EOFError):
+        return None
+
+
+#: format -> the unpacked sizes of its files, for the formats that record them up front (a
+#: compressed tar or a RAR tells them only by being decompressed: a full disk there is found
+#: while writing, and the message gives what is free)
+_SIZES = {"zip": _zip_sizes}
 
 
 def _inventory(root: Path) -> dict:

@@ -16,26 +16,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from bench.atomic.space import NO_SPACE, disk_full
 from bench.errors import BenchError, FileAccessError
 
 __all__ = ["access_error", "expect_folder", "file_access"]
-
-_NO_SPACE = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
-
-
-def _free_space(path: Path) -> str:
-    """Free bytes on the filesystem of ``path``'s nearest existing ancestor, in words."""
-    for folder in (path, *path.parents):
-        try:
-            return f"{shutil.disk_usage(folder).free / 1e6:,.0f} MB free there"
-        except OSError:
-            continue
-    return "free space unknown"
-
 
 _MISPLACED = "a {} is there where a {} is expected; move the {} away or point the command elsewhere"
 #: errno -> what to do, given (path, "readable" or "writable"); one entry per kind of failure
@@ -47,8 +34,6 @@ _ADVICE: dict[int, Callable[[Path, str], str]] = {
     # EEXIST: mkdir found a file in the folder's place
     **dict.fromkeys((errno.ENOTDIR, errno.EEXIST), lambda path, able: _MISPLACED.format("file", "folder", "file")),
     errno.ENOENT: lambda path, able: "no such file or folder; check the path",
-    **dict.fromkeys(_NO_SPACE, lambda path, able: (
-        f"no space left on the device ({_free_space(path)}); free some space and run the same command again")),
     errno.ENAMETOOLONG: lambda path, able: "a file name is longer than this filesystem allows; use a shorter path",
     errno.EIO: lambda path, able: "input/output error: the disk or network filesystem failed; check it and run again",
 }
@@ -72,6 +57,8 @@ def access_error(exc: OSError, path: str | os.PathLike, doing: str) -> FileAcces
     if exc.errno is None:  # raised by our own code with a message of its own
         text = str(exc)
         return FileAccessError(text if str(path) in text else f"{path}: {text}")
+    if exc.errno in NO_SPACE:  # what is free there (bench.atomic.space)
+        return disk_full(path, doing=doing)
     return FileAccessError(f"{path}: cannot {doing}{_culprit(exc, path)}: {_advice(exc.errno, path, doing)}")
 
 

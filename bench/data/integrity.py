@@ -58,7 +58,8 @@ from pathlib import Path
 
 from bench.errors import IntegrityError
 
-__all__ = ["ALGORITHM", "DIGESTS_FILE", "SIDECAR_SUFFIX", "digest_file", "digest_files", "rebuild_hint",
+__all__ = ["ALGORITHM", "DIGESTS_FILE", "SIDECAR_SUFFIX", "digest_file", "digest_files", "digest_of", "digests_size",
+           "rebuild_hint",
            "sidecar", "verify", "verify_dir", "write_digests", "write_sidecar"]
 
 ALGORITHM = "xxh3_128"
@@ -105,11 +106,33 @@ def digest_files(root: str | os.PathLike, names: Iterable[str]) -> dict[str, str
     return {name: digest_file(root / name) for name in sorted(names)}
 
 
+def _digests_text(digests: dict[str, str]) -> str:
+    return json.dumps({"algorithm": ALGORITHM, "files": digests}, indent=1, sort_keys=True) + "\n"
+
+
 def write_digests(root: str | os.PathLike, names: Iterable[str]) -> None:
     """Write ``root/digests.json`` for ``names`` (call inside the atomic temporary directory)."""
     root = Path(root)
-    text = json.dumps({"algorithm": ALGORITHM, "files": digest_files(root, names)}, indent=1, sort_keys=True)
-    (root / DIGESTS_FILE).write_text(text + "\n", encoding="utf-8")
+    (root / DIGESTS_FILE).write_text(_digests_text(digest_files(root, names)), encoding="utf-8")
+
+
+def digests_size(names: Iterable[str]) -> int:
+    """Bytes of the ``digests.json`` :func:`write_digests` writes for ``names`` (every digest of
+    :data:`ALGORITHM` has the same length), known before the files exist: a writer checks the
+    free space for all it writes first.
+
+    >>> digests_size(["a.npy"]) == len(_digests_text({"a.npy": digest_of(b"")}))
+    True
+    """
+    same_length = digest_of(b"")
+    return len(_digests_text(dict.fromkeys(names, same_length)).encode("utf-8"))
+
+
+def digest_of(data: bytes, algorithm: str = ALGORITHM) -> str:
+    """``<algorithm>:<hex>`` of ``data`` (what :func:`digest_file` gives for a file of these bytes)."""
+    h = _hasher(algorithm)
+    h.update(data)
+    return f"{algorithm}:{h.hexdigest()}"
 
 
 def sidecar(path: str | os.PathLike) -> Path:

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.atomic import atomic_path
+from bench.atomic.space import npy_size, save_npy
 from bench.errors import IntegrityError
 
 __all__ = ["ARRAYS", "FORMAT_VERSION", "SPLITS", "PreparedFold", "Split", "load_prepared", "save_prepared"]
@@ -140,18 +141,22 @@ def save_prepared(path: str | os.PathLike, splits: dict, meta: dict) -> None:
     """Write ``splits`` (split -> array name -> array) and ``meta`` as a prepared fold, atomically.
 
     ``meta`` is written as given (:mod:`bench.data.prepare` builds it, with the fingerprint of
-    the arrays); the directory appears complete or not at all, with its ``digests.json``.
+    the arrays); the directory appears complete or not at all, with its ``digests.json``. Its
+    size is known before writing: a filesystem without room for it refuses it first
+    (:class:`bench.errors.DiskFull`, with the space needed and free).
     """
-    from bench.data.integrity import write_digests
+    from bench.data.integrity import digests_size, write_digests
 
-    with atomic_path(Path(path), is_dir=True) as tmp:
+    meta_text = (json.dumps(meta, indent=1, sort_keys=True, allow_nan=True) + "\n").encode("utf-8")
+    names = ["meta.json", *array_files()]
+    sizes = [npy_size(splits[s][a]) for s in SPLITS for a in ARRAYS] + [len(meta_text), digests_size(names)]
+    with atomic_path(Path(path), is_dir=True, sizes=sizes) as tmp:  # refused first when it cannot fit
         for split in SPLITS:
             (tmp / split).mkdir()
             for name in ARRAYS:
-                np.save(tmp / split / f"{name}.npy", splits[split][name], allow_pickle=False)
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True, allow_nan=True) + "\n",
-                                       encoding="utf-8")
-        write_digests(tmp, ["meta.json", *array_files()])
+                save_npy(tmp / split / f"{name}.npy", splits[split][name])  # np.save's bytes; ENOSPC
+        (tmp / "meta.json").write_bytes(meta_text)
+        write_digests(tmp, names)
 
 
 def fingerprint(splits: dict) -> str:

@@ -24,7 +24,7 @@ from typing import Any
 
 import pandas as pd
 
-from bench.atomic import write_text
+from bench.atomic import write_files
 from bench.config.plan import FIGURES
 from bench.errors import UsageError
 from bench.results import KEY_COLUMNS, read_frame, read_frames, write_frame
@@ -41,11 +41,12 @@ def _spec(text: str) -> dict[str, Any]:
 
 
 def _write_table(table, md: str | None, tex: str | None, html_path: str | None) -> None:
+    """The asked formats, all or none (:func:`bench.atomic.write_files`: rendered first, refused
+    before writing when the disk has no room for all of them)."""
     from bench.report.tables import to_html, to_latex, to_markdown
 
-    for path, render in ((md, to_markdown), (tex, to_latex), (html_path, to_html)):
-        if path:
-            write_text(path, render(table))
+    write_files({path: render(table) for path, render in ((md, to_markdown), (tex, to_latex),
+                                                          (html_path, to_html)) if path})
 
 
 def _cli_table(args) -> int:

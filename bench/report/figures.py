@@ -25,6 +25,7 @@ curves); nothing here trains, evaluates or calls a loss.
 
 from __future__ import annotations
 
+import io
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -38,19 +39,28 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import FixedLocator, FormatStrFormatter, MaxNLocator, NullFormatter  # noqa: E402
 
-from bench.atomic import atomic_path  # noqa: E402
+from bench.atomic import write_files  # noqa: E402
 from bench.report.tables import metric_label  # noqa: E402
 from bench.results import CURVE_FILE, dataset_key, read_curve  # noqa: E402
 
 SCALING_COLUMNS = ("loss", "variant", "L", "seconds", "peak_mb")
 
 
+#: format -> what savefig writes into the file beyond the figure: no creation date in the PDF,
+#: so the same figure is the same bytes (the PNG carries none)
+_METADATA = {"png": None, "pdf": {"CreationDate": None}}
+
+
 def save(fig, png: str | os.PathLike, pdf: str | os.PathLike) -> None:
-    """Write ``fig`` to ``png`` (150 dpi) and ``pdf``, each atomically; close it."""
+    """Write ``fig`` to ``png`` (150 dpi) and ``pdf``, both or neither (:func:`bench.atomic.write_files`:
+    drawn in memory, refused before writing when the disk has no room for both); close it."""
+    files = {}
     for path, fmt in ((png, "png"), (pdf, "pdf")):
-        with atomic_path(path) as tmp:
-            fig.savefig(tmp, format=fmt, dpi=150, bbox_inches="tight")
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format=fmt, dpi=150, bbox_inches="tight", metadata=_METADATA[fmt])
+        files[path] = buffer.getvalue()
     plt.close(fig)
+    write_files(files)
 
 
 # ----------------------------------------------------------------------------- scaling

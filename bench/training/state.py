@@ -13,6 +13,7 @@ starts afresh.
 from __future__ import annotations
 
 import hashlib
+import io
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from bench.atomic import atomic_path
+from bench.atomic import write_bytes
 from bench.provenance import canonical_json
 
 CHECKPOINT_FORMAT = 1
@@ -128,8 +129,12 @@ def default_checkpoint_dir(out_dir: Path) -> Path:
 
 
 def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
-    with atomic_path(path) as tmp:
-        torch.save(state, tmp)
+    """Write the checkpoint atomically. Serialised in memory first: ``torch.save`` to a full disk
+    fails with its zip writer's ``RuntimeError``, a plain write with the system's "no space
+    left", which :func:`bench.atomic.write_bytes` turns into one line naming the checkpoint."""
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    write_bytes(path, buffer.getvalue())
 
 
 def load_checkpoint(path: Path, key: str, log: Callable[[str], None]) -> dict[str, Any] | None:

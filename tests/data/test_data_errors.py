@@ -30,6 +30,7 @@ import pytest
 from bench.cli import main as cli_main
 from bench.data import extract as extract_mod
 from bench.data import prepare as prepare_mod
+from bench.data import prepared as prepared_mod
 
 
 def _zip(members: list[tuple[str, bytes]]) -> bytes:
@@ -197,8 +198,9 @@ def test_full_disk_while_extracting_is_one_line_and_leaves_nothing(user_raw, mon
     monkeypatch.setattr(extract_mod.shutil, "copyfileobj", full)
     assert cli_main(args) == 2
     line = _one_line(capsys, "fetch")
-    assert f"{user_raw.group / 'extracted'}: cannot extract into: no space left on the device (" in line
-    assert "MB free there" in line and _listing(user_raw.group) == before
+    assert f"{user_raw.group / 'extracted'}: cannot write: no space left on the device (needs 4.1 kB, " in line
+    assert "B free there); free some space and run the same command again" in line  # the zip's size, rounded to blocks
+    assert _listing(user_raw.group) == before
 
 
 def test_full_disk_while_downloading_is_one_line_not_a_retry(tmp_path, monkeypatch, capsys):
@@ -286,7 +288,7 @@ def test_out_not_writable_or_disk_full_is_one_line_and_leaves_nothing(user_files
     def full(*a, **k):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(prepare_mod.np, "save", full)
+    monkeypatch.setattr(prepared_mod, "save_npy", full)  # the writer of the arrays
     parent = tmp_path / "prepared"
     parent.mkdir()
     assert cli_main(args + ["--out", str(parent / "Fold1")]) == 2

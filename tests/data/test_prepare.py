@@ -15,7 +15,7 @@ import pytest
 
 from bench.cli import main as cli_main
 from bench.data import load_prepared, prepare_fold, read_svmlight
-from bench.data import prepare as prep
+from bench.data import prepared as prepared_mod
 
 
 def _write_svm(path, X, y, qid):
@@ -110,7 +110,7 @@ def test_failed_prepare_leaves_previous_cache_intact(mslr_raw, tmp_path, monkeyp
     def boom(*a, **k):
         raise OSError("disk full (simulated)")
 
-    monkeypatch.setattr(prep.np, "save", boom)
+    monkeypatch.setattr(prepared_mod, "save_npy", boom)  # the writer of the arrays
     with pytest.raises(OSError, match="simulated"):
         prepare_fold("mslr-web30k", "Fold1", out, {"normalize": "zscore"}, raw_dir=mslr_raw,
                      log=lambda m: None)

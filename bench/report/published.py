@@ -60,12 +60,13 @@ def caption(paper: pd.DataFrame, spec: dict[str, Any], labels: dict[str, str]) -
     of the table the source does not cover; "" for a table with no real collection (a synthetic
     stand-in has no role)."""
     pairs = paper.loc[paper["published"] != paper["method"], ["method", "published"]].drop_duplicates()
-    ours = ", ".join(f"{labels.get(m, m)}: {p}" for m, p in pairs.itertuples(index=False) if m in labels)
+    ours = "; ".join(f"{labels[m]} as {p}" for m, p in pairs.itertuples(index=False) if m in labels)
     cited, missing = [], []
     for ds in spec.get("datasets", []):
         label, hit = ds.get("label") or ds["name"], paper[paper["role"] == ds.get("role")]
         if not hit.empty:
-            cited.append(f"{label}: {hit['source'].iloc[0]} ({', '.join(sorted(set(hit['published'])))})")
+            names = ", ".join(sorted(set(hit["published"])))
+            cited.append(f"{label}, {hit['source'].iloc[0]}, baselines {names}")
         elif ds.get("role"):
             missing.append(label)
     parts = []

@@ -386,7 +386,7 @@ def evaluation(config: dict[str, Any], name: str, dataset: str) -> Evaluation:
 
     A table's evaluated frames grade its own metrics and then the protocol's ``metrics`` (what
     every run of the protocol stores), so a metric the table does not show (LETOR's P@k) is
-    still in the per-query frames and the statistics."""
+    still in its per-query frames."""
     folds = config["datasets"][dataset]["folds"]
     if name in TABLES:
         spec = config["tables"][name]

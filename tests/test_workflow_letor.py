@@ -24,7 +24,7 @@ from bench.metrics import evaluate_with_convention
 from tests.test_workflow import ENV, _copy_workflow, snakemake
 
 LETOR = ("all", "--configfile", "config/paper.yaml", "config/letor.yaml")
-METRICS = [f"ndcg@{k}" for k in range(1, 11)] + ["map"]
+METRICS = [f"ndcg@{k}" for k in range(1, 11)] + ["map"] + [f"precision@{k}" for k in (1, 3, 5, 10)]
 
 
 def _write_split(path, rng, n_queries: int, first_qid: int) -> None:
@@ -82,6 +82,8 @@ def test_letor_profile_builds_only_the_letor_table_graded_by_letor4(letor_study)
     assert "MQ2008" in text and "Eval-Score-4.0" in text
     for metric in ("NDCG@1", "NDCG@10", "MAP"):
         assert metric in text
+    # LETOR's published baselines: no stored source covers MQ2008, and the caption says so
+    assert "No stored source has LETOR's published numbers for MQ2008" in text and "| published" not in text
     assert (letor_study / "reports/report.html").stat().st_size > 0
 
 
@@ -109,6 +111,7 @@ def test_each_run_equals_its_exported_scores_graded_in_file_order(letor_study):
         ours = evaluated[evaluated["method"] == run.parent.name]
         own = pd.read_parquet(run / "metrics.parquet")
         assert list(ours["query"].astype(str)) == list(qids) == list(own["query"].astype(str))
+        assert set(METRICS) <= set(ours.columns) and set(METRICS) <= set(own.columns)  # P@k in both frames
         for metric in METRICS:  # exact: the same float64 operations on the same doubles
             np.testing.assert_array_equal(ours[metric].to_numpy(), oracle[metric].to_numpy(), err_msg=metric)
         for metric in set(METRICS) & set(own.columns):

@@ -383,12 +383,17 @@ class Evaluation:
 
 
 def evaluation(config: dict[str, Any], name: str, dataset: str) -> Evaluation:
-    """The runs (experiment, methods, seeds, folds) and metrics of evaluation ``name`` on ``dataset``."""
+    """The runs (experiment, methods, seeds, folds) and metrics of evaluation ``name`` on ``dataset``.
+
+    A table's evaluated frames grade its own metrics and then the protocol's ``metrics`` (what
+    every run of the protocol stores), so a metric the table does not show (LETOR's P@k) is
+    still in its per-query frames."""
     folds = config["datasets"][dataset]["folds"]
     if name in TABLES:
         spec = config["tables"][name]
+        graded = _dedupe([*spec["metrics"], *config["protocols"][spec["protocol"]].get("metrics", [])])
         return Evaluation(spec["protocol"], table_methods(config, name), table_seeds(config, name),
-                          table_folds(config, name, dataset), spec["metrics"], spec.get("list_sizes", []))
+                          table_folds(config, name, dataset), graded, spec.get("list_sizes", []))
     if name == "recall_heatmap":
         spec = config["figures"][name]
         seeds = spec.get("seeds") or config["protocols"][spec["protocol"]]["seeds"]

@@ -16,7 +16,9 @@ Marks (stated in every caption):
 A cell reads ``mean ± std`` where std is the standard deviation over seeds of the per-seed
 means (shown only with several seeds). When a dataset is the real dataset a paper used
 (its registry ``source`` equals the paper's dataset), a "paper (Δ)" column follows each
-metric: the number printed in the paper and ours minus it.
+metric: the number printed in the paper and ours minus it. Beside a benchmark's own published
+baselines (LETOR's), that column is "published (Δ)" and each block ends with the published
+range (:mod:`bench.report.published`).
 
 The table is first built as a small format-free model (:class:`Table` of :class:`Block` of
 :class:`Cell`), then emitted by :func:`to_markdown`, :func:`to_latex` or :func:`to_html`.
@@ -46,6 +48,7 @@ from typing import Any
 import pandas as pd
 
 from bench.metrics import LETOR_KINDS, conventions_caption, higher_is_better, parse_metric
+from bench.report import published as P
 from bench.results import dataset_key
 
 TEST_NAMES = {
@@ -153,8 +156,9 @@ def _labels(items: list[dict[str, Any]]) -> dict[str, str]:
     return {it["name"]: it.get("label") or it["name"] for it in items}
 
 
-def caption(spec: dict[str, Any], has_paper: bool) -> str:
-    """The caption: source, seeds and folds, marks, test and metric conventions."""
+def caption(spec: dict[str, Any], has_paper: bool, published: str = "") -> str:
+    """The caption: source, seeds and folds, marks, test and metric conventions; ``published``
+    (:func:`bench.report.published.caption`) replaces the paper column's sentence."""
     stats = {"test": "t", "correction": "holm", "alpha": 0.05, **spec.get("stats", {})}
     ev = {"empty_query": "one", "ties": "stable", **spec.get("evaluation", {})}
     n_seeds = len(spec.get("seeds", [0]))
@@ -179,7 +183,9 @@ def caption(spec: dict[str, Any], has_paper: bool) -> str:
         f"{corr}, alpha = {stats['alpha']})."
     )
     parts.extend(_convention_parts(spec, ev))
-    if has_paper:
+    if published:
+        parts.append(published)
+    elif has_paper:
         parts.append("paper (Δ): the number printed in the source paper and ours minus it.")
     return " ".join(parts)
 
@@ -225,6 +231,8 @@ def build_table(stats: pd.DataFrame, spec: dict[str, Any], paper: pd.DataFrame |
     mlabel = _labels(methods)
     blocks: list[Block] = []
     any_paper = False
+    published = P.is_published(paper)
+    column = P.COLUMN if published else "paper (Δ)"
     for ds in spec["datasets"]:
         role = ds.get("role")
         with_paper = paper is not None and role is not None and not paper[paper.role == role].empty
@@ -245,7 +253,7 @@ def build_table(stats: pd.DataFrame, spec: dict[str, Any], paper: pd.DataFrame |
         for metric in spec["metrics"]:
             header.append(metric_label(metric))
             if with_paper:
-                header.append("paper (Δ)")
+                header.append(column)
         rows = []
         for m in methods:
             row = [Cell(mlabel[m["name"]])]
@@ -255,8 +263,11 @@ def build_table(stats: pd.DataFrame, spec: dict[str, Any], paper: pd.DataFrame |
                 if with_paper:
                     row.append(_paper_cell(paper, rec, role, None, m["name"], metric))
             rows.append(row)
+        if with_paper and published:
+            rows.append([Cell(text) for text in P.range_row(paper[paper.role == role], spec["metrics"])])
         blocks.append(Block(title, header, rows))
-    return Table(spec["name"], spec.get("title") or spec["name"], caption(spec, any_paper), blocks)
+    note = P.caption(paper, spec, mlabel) if published else ""
+    return Table(spec["name"], spec.get("title") or spec["name"], caption(spec, any_paper, note), blocks)
 
 
 def _listsize_blocks(index, spec, ds, title, paper, several) -> list[Block]:

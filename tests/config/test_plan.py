@@ -185,6 +185,21 @@ def test_each_dataset_is_graded_by_its_communitys_convention():
     assert "convention" not in plan.study_protocol(default, "unified", "syn-web")["evaluation"]
 
 
+def test_letor_frames_carry_p_at_k_and_ndcg_1_to_10_beside_the_tables_metrics():
+    """Paper profile: the LETOR table shows MAP and NDCG@1, 3, 5, 10; every run's and every
+    evaluated per-query frame also holds P@k and NDCG@1..10 (the letor protocol's metrics)."""
+    paper = cv.load_config(ROOT / "config" / "paper.yaml")
+    args = plan.evaluate_args(paper, "sinkprop_letor", "mq2008")
+    graded = args[args.index("--metrics") + 1:args.index("--empty-query")]
+    assert graded[:5] == ["ndcg@1", "ndcg@3", "ndcg@5", "ndcg@10", "map"]  # the table's, first
+    assert {"precision@1", "precision@3", "precision@5", "precision@10", "ndcg@2", "ndcg@9"} <= set(graded)
+    assert len(graded) == len(set(graded))
+    assert "precision@10" in plan.run_config(paper, "letor", "ohsumed", "listnet")["metrics"]["names"]
+    default = cv.load_config()  # no protocol of the default profile lists metrics: frames as they were
+    args = plan.evaluate_args(default, "sinkprop_letor", "syn-letor")
+    assert args[args.index("--metrics") + 1:args.index("--empty-query")] == default["tables"]["sinkprop_letor"]["metrics"]
+
+
 def test_convention_config_global_and_per_dataset():
     paper = ROOT / "config" / "paper.yaml"
     forced = cv.load_config(paper, overrides={"evaluation": {"convention": "default"}})

@@ -156,8 +156,10 @@ def shortcut_hungarian(scores: Tensor, mask: Tensor, *, sigma: float, top: int |
     and :math:`\log M_{ij} = \mathrm{logaddexp}(-(s_i - s_{(j)})^2/\sigma, \log\epsilon)` stays
     finite where :math:`D_{ij}` underflows to 0. (So :math:`D`'s iterations move only step 1.)
 
-    The loop over lists is the solver's: SciPy's solver takes one matrix per call (a
-    :math:`K \times K` one, microseconds each); everything else is batched.
+    Tied scores (identical rows, equally likely under Eq. (5)) keep document order, as the
+    suite's ``ties="stable"`` ranking by the scores does. The loop over lists is the solver's:
+    SciPy's solver takes one matrix per call (a :math:`K \times K` one, a few microseconds
+    each); everything else is batched.
 
     >>> s = torch.tensor([[0.1, 3.0, 2.0, -1.0]], dtype=torch.float64)
     >>> shortcut_hungarian(s, torch.ones(1, 4, dtype=torch.bool), sigma=1.0, top=2).tolist()
@@ -168,21 +170,47 @@ def shortcut_hungarian(scores: Tensor, mask: Tensor, *, sigma: float, top: int |
     if top is not None and int(top) < 1:
         raise ValueError(f"top must be >= 1 or None, got {top}")
     with torch.no_grad():
-        order = torch.argsort(expected_ranks(sinkprop_marginals(scores, mask, sigma=sigma, n_iter=n_iter, eps=eps),
-                                             mask), dim=-1, stable=True)
-        n = mask.sum(-1)
-        kk = n if top is None else n.clamp(max=int(top))
-        k_max = max(int(kk.max()), 1) if kk.numel() else 1
-        rows = order[:, :k_max]
-        s = torch.where(mask, scores, torch.zeros((), dtype=scores.dtype, device=scores.device))
-        centres = torch.sort(torch.where(mask, s, torch.full_like(s, float("-inf"))), dim=-1, descending=True).values
-        si, cj = s.gather(1, rows), centres[:, :k_max]
-        log_m = torch.logaddexp(-((si[:, :, None] - cj[:, None, :]) ** 2) / sigma,
-                                torch.full((), float(np.log(eps)) if eps > 0 else float("-inf"), dtype=s.dtype,
-                                           device=s.device))
-        cost, top_rows, order = (-log_m).cpu().numpy(), rows.cpu().numpy(), order.cpu().numpy()
-    for b in np.flatnonzero(kk.cpu().numpy() >= 2):
+        ranks = expected_ranks(sinkprop_marginals(scores, mask, sigma=sigma, n_iter=n_iter, eps=eps), mask)
+    real = mask.cpu().numpy()
+    s = np.where(real, scores.detach().cpu().numpy().astype(np.float64), 0.0)
+    order = np.argsort(_tied_items_share_a_rank(ranks.cpu().numpy(), s, real), axis=-1, kind="stable")
+    n = real.sum(-1)
+    kk = n if top is None else np.minimum(n, int(top))
+    k_max = max(int(kk.max()), 1) if kk.size else 1
+    top_rows = order[:, :k_max]
+    centres = -np.sort(np.where(real, -s, np.inf), axis=-1)[:, :k_max]  # s_(j), padding -inf
+    si = np.take_along_axis(s, top_rows, axis=1)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        cost = -np.logaddexp(-((si[:, :, None] - centres[:, None, :]) ** 2) / sigma, np.log(eps) if eps > 0 else -np.inf)
+    for b in np.flatnonzero(kk >= 2):
         k = int(kk[b])
         r, c = linear_sum_assignment(cost[b, :k, :k])
         order[b, c] = top_rows[b, r]
+    _ties_in_document_order(order, s, kk)
     return order
+
+
+def _tied_items_share_a_rank(ranks: np.ndarray, scores: np.ndarray, real: np.ndarray) -> np.ndarray:
+    """Expected ranks with every group of equal scores in a list given the group's smallest: equal
+    rows of :math:`D` have equal expected ranks, but a matrix product may round them apart in
+    the last bit, which would split the group in the sorted order. Padding stays ``+inf``."""
+    lists = np.repeat(np.arange(scores.shape[0]), scores.shape[1])
+    _, group = np.unique(np.stack([lists, scores.ravel()], axis=1), axis=0, return_inverse=True)
+    group = group.ravel()
+    low = np.full(group.max() + 1 if group.size else 0, np.inf)
+    np.minimum.at(low, group, np.where(real.ravel(), ranks.ravel(), np.inf))
+    return np.where(real, low[group].reshape(ranks.shape), np.inf)
+
+
+def _ties_in_document_order(order: np.ndarray, scores: np.ndarray, kk: np.ndarray) -> None:
+    """Equal scores give equal rows of :math:`M` and :math:`D`, so Eq. (5) cannot tell those items
+    apart and the solver may place them in any order: among the first ``kk[b]`` ranks of each
+    list, tied items are put back in document order over the ranks they hold (in place,
+    vectorised). The expected-rank tail is in document order already
+    (:func:`_tied_items_share_a_rank` and a stable sort)."""
+    lists, ranks = np.nonzero(np.arange(order.shape[1])[None, :] < kk[:, None])
+    items = order[lists, ranks]
+    value = scores[lists, items]
+    slots = np.lexsort((ranks, value, lists))  # ranks grouped by (list, score), in rank order
+    fill = np.lexsort((items, value, lists))  # the items grouped the same way, in document order
+    order[lists[slots], ranks[slots]] = items[fill]

@@ -117,17 +117,32 @@ def test_the_short_cut_leaves_the_exact_assignment_only_where_expected_ranks_mis
     assert loglik(d, short) < loglik(d, exact)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_tied_scores_keep_document_order(seed):
+    """Equal scores are equal rows of D: Eq. (5) cannot order them, the ranking keeps document
+    order (as ranking by the scores with ties="stable" does), at the top and in the tail."""
+    rng = np.random.default_rng(300 + seed)
+    s = rng.choice(rng.normal(size=4), size=int(rng.integers(10, 40)))
+    sigma = float(rng.choice([0.1, 1.0, 10.0]))
+    assert one(s, sigma=sigma, top=None) == list(np.argsort(-s, kind="stable"))
+    for top in (1, 3, 10):
+        order = one(s, sigma=sigma, top=top, eps=0.1)
+        for value in np.unique(s):
+            tied = [i for i in order if s[i] == value]
+            assert tied == sorted(tied)
+
+
 def test_batched_padded_lists_equal_one_list_at_a_time():
     rng = np.random.default_rng(3)
-    lengths = [1, 2, 5, 9, 12, 3]
+    lengths = [1, 2, 5, 9, 12, 3, 7]
     width = max(lengths)
     s = torch.zeros(len(lengths), width, dtype=torch.float64)
     mask = torch.zeros(len(lengths), width, dtype=torch.bool)
     singles = []
     for b, n in enumerate(lengths):
-        x = rng.normal(size=n)
+        x = rng.normal(size=n) if b < 6 else np.array([0.0, 1.0, 0.0, -1.0, 1.0, 0.0, 0.0])  # ties, zeros
         s[b, :n], mask[b, :n] = torch.from_numpy(x), True
-        s[b, n:] = 1e6  # garbage in the padding must not matter
+        s[b, n:] = 0.0 if b == 6 else 1e6  # the padding's value must not matter
         singles.append(one(x, sigma=0.8, top=4))
     order = shortcut_hungarian(s, mask, sigma=0.8, top=4)
     for b, n in enumerate(lengths):

@@ -165,8 +165,9 @@ def _test_rankings(cfg: dict[str, Any], proto: dict[str, Any], fitted: dict[str,
         raise TrainingDiverged(f"methods.{run.method}: non-finite test scores")
     res = fitted["result"]
     settings = ranking_settings(loss_fn, ranking_sigma(res["sigmas"], res["best_stage"]), proto["ranking_top"])
+    ranked = {"scores": linear.astype(np.float32)}  # as scores.npy stores them, and validation grades them
     t0 = time.perf_counter()
-    ranked = {"scores": linear.astype(np.float32), "shortcut_hungarian": hungarian_scores(linear, offsets, settings, dev)}
+    ranked["shortcut_hungarian"] = hungarian_scores(ranked["scores"], offsets, settings, dev)  # same ties
     seconds = time.perf_counter() - t0
     frames = {name: evaluate_split(s, labels, offsets, cfg["metrics"], query_ids=np.asarray(test.qids))
               for name, s in ranked.items()}

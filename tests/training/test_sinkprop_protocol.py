@@ -266,7 +266,7 @@ def test_reruns_are_bit_identical_on_cpu(prepared, tmp_path):
 def by_hand_hungarian(features, offsets, res: dict) -> np.ndarray:
     """Minus the 1-based short-cut Hungarian rank of every document, one query at a time."""
     tr = res["test_ranking"]
-    s = predict(features, np.array(res["weights"]), res["intercept"])
+    s = predict(features, np.array(res["weights"]), res["intercept"]).astype(np.float32).astype(np.float64)
     out = np.empty(s.size)
     for a, z in zip(offsets[:-1], offsets[1:]):
         one = torch.from_numpy(s[a:z])[None, :]
@@ -331,7 +331,7 @@ def test_hungarian_scores_batch_equals_one_query_at_a_time(monkeypatch):
     rng = np.random.default_rng(5)
     sizes = rng.integers(1, 60, size=40)
     offsets = np.concatenate([[0], np.cumsum(sizes)])
-    s = rng.standard_cauchy(size=int(offsets[-1]))
+    s = rng.standard_cauchy(size=int(offsets[-1])).astype(np.float32).astype(np.float64)
     settings = {"sigma": 0.5, "top": 4, "n_iter": 5, "eps": 0.1}
     monkeypatch.setattr(sp, "CHUNK_ENTRIES", 3000)  # many chunks and bins
     got = sp.hungarian_scores(s, offsets, settings, torch.device("cpu"))

@@ -6,7 +6,7 @@ Configured under a protocol (``protocols.<name>.sinkprop_protocol``, schema in
 (the run kind ``sinkprop_protocol`` of :mod:`bench.config.kinds`) then trains that method here
 instead of with the generic loop. Keys and defaults (types, bounds and defaults: the schema's
 ``$defs/sinkprop_protocol``, resolved by :func:`resolve_protocol`; the paper gives the first
-three, the rest are this suite's choices where the paper gives no number):
+three and ``test_ranking``, the rest are this suite's choices where the paper gives no number):
 
 - ``derived_queries`` (20), ``max_derived_size`` (200): every training query is resampled
   once per run into ``derived_queries`` derived queries of
@@ -36,6 +36,20 @@ three, the rest are this suite's choices where the paper gives no number):
   bounded, see :func:`derived_chunks`).
 - ``patience`` (null): stop a penalty's annealing after this many stages without a
   validation improvement (null: run every stage).
+- ``test_ranking`` (``shortcut_hungarian``), ``ranking_top`` (10): how the test documents
+  are ranked (Sec. 5: "the short-cut Hungarian method was used as described in Section
+  2.3"). :func:`bench.losses.sinkprop.shortcut_hungarian` on the chosen weights' scores
+  :math:`s = X w + b`, with the SinkProp matrix of the stage those weights come from
+  (:func:`ranking_sigma`; the loss's ``n_iter`` and ``eps``): items sorted by expected rank
+  under :math:`D`, then the top :math:`K` = ``ranking_top`` reassigned exactly to ranks
+  :math:`1..K` by ``scipy.optimize.linear_sum_assignment`` maximising
+  :math:`\sum_i \log D_{i\pi(i)}` (eq. 5); ``null`` assigns the whole list. ``scores``
+  ranks by :math:`s`. Both rankings are graded and recorded; the option picks the run's
+  (``scores.npy``, the per-query metrics, every table). The paper's copy elides the value
+  of :math:`K`; 10 is the deepest truncation level its Fig. 2 reports (NDCG@1..10), so the
+  exact step covers every position those metrics read and nothing deeper. Validation
+  (early stopping, the penalty's choice) grades the linear scores: the paper uses the
+  short cut "when specific rank predictions were made at test time".
 
 The objective of a penalty :math:`\lambda`, for the linear scorer :math:`s = X w + b`:
 
@@ -179,17 +193,28 @@ def derived_chunks(features: np.ndarray, labels: np.ndarray, derived, device: to
     lab = np.asarray(labels, dtype=np.float64)[derived.doc_index]
     top = np.maximum.reduceat(lab, derived.offsets[:-1]) if sizes.size else np.zeros(0)
     ids = np.flatnonzero((sizes >= 2) & (top > 0))
+    return [_chunk(features, lab, derived, members, length=length, total=ids.size, device=device)
+            for members, length in length_groups(sizes, ids)]
+
+
+def length_groups(sizes: np.ndarray, ids: np.ndarray) -> list[tuple[np.ndarray, int]]:
+    """The lists ``ids`` (sizes ``sizes[ids]`` >= 1) in groups of similar length: ``(members, padded length)``.
+
+    Sorted by size, grouped into geometric length bins (ratio :data:`BIN_RATIO`), each bin
+    padded to its longest list and split so that ``B * L^2 <= CHUNK_ENTRIES``.
+
+    >>> [(m.tolist(), n) for m, n in length_groups(np.array([3, 1, 2, 3]), np.array([0, 2, 3]))]
+    [([2], 2), ([0, 3], 3)]
+    """
     ids = ids[np.argsort(sizes[ids], kind="stable")]
     bins = np.floor(np.log(sizes[ids]) / np.log(BIN_RATIO)).astype(np.int64)
-    chunks: list[Chunk] = []
+    groups = []
     for b in np.unique(bins):
         members = ids[bins == b]
         length = int(sizes[members].max())
         per = max(1, CHUNK_ENTRIES // (length * length))
-        for start in range(0, members.size, per):
-            chunks.append(_chunk(features, lab, derived, members[start:start + per], length=length, total=ids.size,
-                                 device=device))
-    return chunks
+        groups += [(members[start:start + per], length) for start in range(0, members.size, per)]
+    return groups
 
 
 def _chunk(features, lab, derived, members, *, length: int, total: int, device: torch.device) -> Chunk:
@@ -322,3 +347,74 @@ def curve_frame(init_vali: float, metric: str, fits: list[PenaltyFit]) -> pd.Dat
              f"vali_{metric}": init_vali, "penalty": math.nan, "stage": 0, "sigma": math.nan, "loss": math.nan,
              "regulariser": math.nan}
     return pd.DataFrame([first, *(row for fit in fits for row in fit.rows)])
+
+
+# ----------------------------------------------------------------------------- test-time ranking
+
+
+def ranking_sigma(sigmas: list[float], stage: int) -> float:
+    """The sigma the chosen weights were trained at (stage ``t >= 1``: ``sigmas[t - 1]``); the
+    initialiser's (stage 0) is ranked at the first stage's, where its annealing would start.
+
+    >>> ranking_sigma([4.0, 2.0, 1.0], 2), ranking_sigma([4.0, 2.0, 1.0], 0)
+    (2.0, 4.0)
+    """
+    return float(sigmas[max(int(stage), 1) - 1])
+
+
+def ranking_settings(loss_fn: Callable[..., torch.Tensor], sigma: float, top: int | None) -> dict[str, Any]:
+    """The SinkProp matrix of the test-time ranking: ``sigma``, ``top`` and the loss's ``n_iter`` and
+    ``eps`` (its ``params`` or defaults; SinkProp's own defaults for a loss without them)."""
+    from bench.losses.sinkprop import sinkprop
+
+    own, ref = inspect.signature(loss_fn).parameters, inspect.signature(sinkprop).parameters
+    pick = {k: (own[k] if k in own else ref[k]).default for k in ("n_iter", "eps")}
+    return {"sigma": float(sigma), "top": None if top is None else int(top), "n_iter": int(pick["n_iter"]),
+            "eps": float(pick["eps"])}
+
+
+def hungarian_scores(scores: np.ndarray, offsets: np.ndarray, settings: dict[str, Any],
+                     device: torch.device) -> np.ndarray:
+    r"""Scores that sort every query into its short-cut Hungarian ranking: minus the 1-based rank.
+
+    Queries are padded in groups of similar length (:func:`length_groups`) and ranked by
+    :func:`bench.losses.sinkprop.shortcut_hungarian` with ``settings`` (:func:`ranking_settings`);
+    a one-document query gets -1. The scores are distinct integers within a query, so every
+    metric (and LETOR's scripts, through ``ltr-bench export-scores``) reads exactly that
+    ranking, whatever its tie rule.
+    """
+    from bench.losses.sinkprop import shortcut_hungarian
+
+    offsets = np.asarray(offsets, dtype=np.int64)
+    s = np.asarray(scores, dtype=np.float64)
+    sizes = np.diff(offsets)
+    out = np.full(s.size, -1.0)
+    for members, length in length_groups(sizes, np.flatnonzero(sizes >= 2)):
+        lens = sizes[members]
+        rows = np.repeat(np.arange(members.size), lens)
+        cols = np.arange(rows.size) - np.repeat(np.cumsum(lens) - lens, lens)
+        src = offsets[members][rows] + cols
+        padded = np.zeros((members.size, length))
+        padded[rows, cols] = s[src]
+        mask = np.zeros((members.size, length), dtype=bool)
+        mask[rows, cols] = True
+        order = shortcut_hungarian(torch.from_numpy(padded).to(device), torch.from_numpy(mask).to(device),
+                                   sigma=settings["sigma"], top=settings["top"], n_iter=settings["n_iter"],
+                                   eps=settings["eps"])
+        # order[r, p] is the item at rank p + 1 of list r; its first lens[r] entries are the real items
+        out[offsets[members][rows] + order[rows, cols]] = -(cols + 1.0)
+    return out.astype(np.float32)
+
+
+def rank_within(scores: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Each document's 1-based rank in its query by descending score, ties in document order.
+
+    >>> rank_within(np.array([0.5, 2.0, 0.5, 1.0, 3.0]), np.array([0, 3, 5])).tolist()
+    [2, 1, 3, 2, 1]
+    """
+    offsets = np.asarray(offsets, dtype=np.int64)
+    qidx = np.repeat(np.arange(offsets.size - 1), np.diff(offsets))
+    order = np.lexsort((np.arange(qidx.size), -np.asarray(scores, dtype=np.float64), qidx))
+    ranks = np.empty(qidx.size, dtype=np.int64)
+    ranks[order] = np.arange(qidx.size) - offsets[qidx[order]] + 1
+    return ranks

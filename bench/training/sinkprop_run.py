@@ -10,6 +10,15 @@ chosen penalty, the sigma schedule and its scale, the derived-query counts, the 
 weights and intercept; ``curve.csv`` has the initialiser's row (epoch 0) and one row per
 (penalty, stage) with ``penalty, stage, sigma, loss, regulariser`` beside the usual columns
 (``tau`` holds sigma, ``step`` the cumulative L-BFGS function evaluations of that penalty).
+
+Test-time ranking: the chosen weights rank the test split twice, by the linear scores and by
+the short-cut Hungarian method (:func:`bench.training.sinkprop_protocol.hungarian_scores`);
+both are graded, and ``result.test_ranking`` records ``used`` (the protocol's
+``test_ranking``), the SinkProp matrix's ``sigma, top, n_iter, eps``, ``test_means`` of both
+rankings (``scores``, ``shortcut_hungarian``), ``seconds`` (the short cut's time) and
+``queries_reordered`` (test queries whose two rankings differ). ``scores.npy``,
+``metrics.parquet`` and ``result.test_means`` hold the ranking named by ``used``: for
+``shortcut_hungarian``, ``scores.npy`` is minus each document's 1-based rank in its query.
 """
 
 from __future__ import annotations
@@ -36,7 +45,11 @@ from bench.training.sinkprop_protocol import (
     check_linear_model,
     curve_frame,
     derived_chunks,
+    hungarian_scores,
     loss_with_sigma,
+    rank_within,
+    ranking_settings,
+    ranking_sigma,
     resolve_protocol,
     score_variance,
     sigma_schedule,
@@ -76,19 +89,17 @@ def protocol_run(
     with torch_threads(threads), deterministic(dev):
         fitted = _fit(cfg, proto, loss_fn, run, dev)
         n_threads = torch.get_num_threads()
-    test = run.prepared.splits["test"]
-    scores = predict(test.features, fitted["weights"], fitted["intercept"]).astype(np.float32)
-    if not np.isfinite(scores).all():
-        raise TrainingDiverged(f"methods.{method}: non-finite test scores")
-    frame = evaluate_split(scores, np.asarray(test.labels), np.asarray(test.offsets), cfg["metrics"],
-                           query_ids=np.asarray(test.qids))
-    from bench.metrics import summarize
-
-    result = {**fitted["result"], "test_means": summarize(frame, cfg["metrics"]["names"]),
+        scores, frame, ranking = _test_rankings(cfg, proto, fitted, run, loss_fn=loss_fn, dev=dev)
+    result = {**fitted["result"], "test_means": ranking["test_means"][proto["test_ranking"]], "test_ranking": ranking,
               "n_test_queries": int(frame.shape[0]), "n_parameters": int(fitted["weights"].size + 1)}
     if not quiet:
         log(f"SinkProp protocol: penalty {result['penalty']:g} (stage {result['best_stage']}), vali "
             f"{result['early_stopping_metric']} {result['best_vali']:.5f} (init {result['init']['vali']:.5f})")
+        m = next((n for n in (result["early_stopping_metric"], *result["test_means"]) if n in result["test_means"]), None)
+        if m is not None:
+            log(f"SinkProp protocol: test {m} " + ", ".join(f"{name} {means[m]:.5f}" for name, means in
+                                                            ranking["test_means"].items())
+                + f" (the run's ranking: {proto['test_ranking']})")
     facts = {"device": dev.type, "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else cpu_name(),
              "wall_time_s": time.perf_counter() - started, "torch_threads": n_threads,
              "peak_memory": {"host_max_rss_bytes": host_peak_rss_bytes(), "cuda_max_allocated_bytes": None},
@@ -136,6 +147,38 @@ def _fit(cfg: dict[str, Any], proto: dict[str, Any], loss_fn, run: RunFold, dev:
     }
     return {"weights": chosen.weights, "intercept": init.intercept, "result": result,
             "curve": curve_frame(init_vali, metric, fits)}
+
+
+def _test_rankings(cfg: dict[str, Any], proto: dict[str, Any], fitted: dict[str, Any], run: RunFold, *, loss_fn,
+                   dev: torch.device) -> tuple[np.ndarray, Any, dict[str, Any]]:
+    """Both test rankings of the chosen weights, graded; the protocol's ``test_ranking`` is the run's.
+
+    Returns that ranking's scores and per-query frame, and ``run.json``'s ``result.test_ranking``:
+    the choice, the SinkProp matrix's settings, both rankings' test means, the short cut's
+    seconds and how many test queries it orders differently from the scores.
+    """
+    from bench.metrics import summarize
+
+    test = run.prepared.splits["test"]
+    offsets, labels = np.asarray(test.offsets), np.asarray(test.labels)
+    linear = predict(test.features, fitted["weights"], fitted["intercept"])
+    if not np.isfinite(linear).all():
+        raise TrainingDiverged(f"methods.{run.method}: non-finite test scores")
+    res = fitted["result"]
+    settings = ranking_settings(loss_fn, ranking_sigma(res["sigmas"], res["best_stage"]), proto["ranking_top"])
+    ranked = {"scores": linear.astype(np.float32)}  # as scores.npy stores them, and validation grades them
+    t0 = time.perf_counter()
+    ranked["shortcut_hungarian"] = hungarian_scores(ranked["scores"], offsets, settings, dev)  # same ties
+    seconds = time.perf_counter() - t0
+    frames = {name: evaluate_split(s, labels, offsets, cfg["metrics"], query_ids=np.asarray(test.qids))
+              for name, s in ranked.items()}
+    qidx = np.repeat(np.arange(offsets.size - 1), np.diff(offsets))
+    same = np.ones(offsets.size - 1, dtype=bool)
+    same[qidx[rank_within(ranked["scores"], offsets) != -ranked["shortcut_hungarian"]]] = False
+    ranking = {"used": proto["test_ranking"], **settings, "seconds": seconds,
+               "queries_reordered": int((~same).sum()),
+               "test_means": {name: summarize(f, cfg["metrics"]["names"]) for name, f in frames.items()}}
+    return ranked[proto["test_ranking"]], frames[proto["test_ranking"]], ranking
 
 
 def _choice(fits: list[PenaltyFit], chosen: PenaltyFit, metric: str) -> dict[str, Any]:

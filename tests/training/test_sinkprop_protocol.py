@@ -6,7 +6,9 @@ errors); document draws against the uniform law; the initialiser against ``numpy
 (1e-8); the objective's gradient (regulariser and the chunked full batch) against central
 finite differences (1e-6 relative); the chunked objective against one unchunked batch
 (1e-12); the annealing schedule against within-query variances computed here by a plain
-loop; validation scores recomputed by ``bench.metrics``.
+loop; validation scores recomputed by ``bench.metrics``; the run's short-cut Hungarian
+ranking against :func:`bench.losses.sinkprop.shortcut_hungarian` called one query at a time
+(itself checked against brute force in tests/losses/test_sinkprop_ranking.py), exactly.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from scipy import stats
 from bench.data import load_prepared
 from bench.data.resample import resample_queries
 from bench.errors import ConfigError
-from bench.losses.sinkprop import sinkprop
+from bench.losses.sinkprop import shortcut_hungarian, sinkprop
 from bench.metrics import evaluate, summarize
 from bench.training import sinkprop_protocol as sp
 from bench.training.cli import run_job
@@ -214,7 +216,8 @@ def test_init_is_the_least_squares_fit_and_a_huge_penalty_keeps_it(prepared, tmp
 
 
 def test_a_short_run_is_never_worse_than_its_initialiser_on_validation(prepared, tmp_path):
-    out = run_job(_config(), prepared, tmp_path / "run", method="sinkprop", seed=0, device="cpu", quiet=True)
+    out = run_job(_config(test_ranking="scores"), prepared, tmp_path / "run", method="sinkprop", seed=0, device="cpu",
+                  quiet=True)
     info = json.loads((out / "run.json").read_text())
     res = info["result"]
     assert res["best_vali"] >= res["init"]["vali"] and all(v >= res["init"]["vali"] for v in res["vali_by_penalty"])
@@ -257,11 +260,95 @@ def test_reruns_are_bit_identical_on_cpu(prepared, tmp_path):
     assert (other / "scores.npy").read_bytes() != (outs[0] / "scores.npy").read_bytes()  # the seed resamples
 
 
+# ----------------------------------------------------------------------------- test-time ranking
+
+
+def by_hand_hungarian(features, offsets, res: dict) -> np.ndarray:
+    """Minus the 1-based short-cut Hungarian rank of every document, one query at a time."""
+    tr = res["test_ranking"]
+    s = predict(features, np.array(res["weights"]), res["intercept"]).astype(np.float32).astype(np.float64)
+    out = np.empty(s.size)
+    for a, z in zip(offsets[:-1], offsets[1:]):
+        one = torch.from_numpy(s[a:z])[None, :]
+        order = shortcut_hungarian(one, torch.ones_like(one, dtype=torch.bool), sigma=tr["sigma"], top=tr["top"],
+                                   n_iter=tr["n_iter"], eps=tr["eps"])[0]
+        out[a + order] = -np.arange(1.0, z - a + 1)
+    return out.astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def both_rankings(prepared, tmp_path_factory):
+    """The same training ranked both ways: the default (short-cut Hungarian, top 10) and by the scores."""
+    tmp = tmp_path_factory.mktemp("rankings")
+    cfg = _config(stages=2, penalties=[0.01])
+    cfg["methods"]["sinkprop"]["params"] = {"eps": 0.05, "n_iter": 3}  # the test-time matrix takes the loss's
+    return {name: run_job({**cfg, "sinkprop_protocol": {**cfg["sinkprop_protocol"], **extra}}, prepared,
+                          tmp / name, method="sinkprop", seed=0, device="cpu", quiet=True)
+            for name, extra in (("default", {}), ("scores", {"test_ranking": "scores"}),
+                                ("exact", {"ranking_top": None}))}
+
+
+def test_the_default_test_ranking_is_the_short_cut_hungarian_one_on_the_chosen_weights(prepared, both_rankings):
+    out = both_rankings["default"]
+    res = json.loads((out / "run.json").read_text())["result"]
+    tr = res["test_ranking"]
+    assert (tr["used"], tr["top"], tr["n_iter"], tr["eps"]) == ("shortcut_hungarian", 10, 3, 0.05)
+    assert tr["sigma"] == res["sigmas"][max(res["best_stage"], 1) - 1]
+    test = load_prepared(prepared).splits["test"]
+    offsets = np.asarray(test.offsets)
+    scores = np.load(out / "scores.npy")
+    np.testing.assert_array_equal(scores, by_hand_hungarian(test.features, offsets, res))
+    frame = evaluate(scores, np.asarray(test.labels), offsets, METRICS)
+    metrics = pd.read_parquet(out / "metrics.parquet")
+    np.testing.assert_array_equal(metrics["ndcg@10"].to_numpy(), frame["ndcg@10"].to_numpy())
+    assert res["test_means"] == tr["test_means"]["shortcut_hungarian"] == summarize(frame, METRICS)
+    linear = predict(test.features, np.array(res["weights"]), res["intercept"]).astype(np.float32)
+    assert tr["test_means"]["scores"] == summarize(evaluate(linear, np.asarray(test.labels), offsets, METRICS), METRICS)
+    ranks = [np.argsort(np.argsort(-linear[a:z], kind="stable")) for a, z in zip(offsets[:-1], offsets[1:])]
+    differ = sum(not np.array_equal(r, -scores[a:z] - 1) for r, a, z in zip(ranks, offsets[:-1], offsets[1:]))
+    assert tr["queries_reordered"] == differ
+
+
+def test_ranking_by_the_scores_keeps_the_linear_scores_and_records_the_same_two_means(prepared, both_rankings):
+    runs = {n: json.loads((o / "run.json").read_text())["result"] for n, o in both_rankings.items()}
+    assert runs["scores"]["weights"] == runs["default"]["weights"]  # the ranking never touches training
+    assert runs["scores"]["test_ranking"]["test_means"] == runs["default"]["test_ranking"]["test_means"]
+    assert runs["scores"]["test_means"] == runs["scores"]["test_ranking"]["test_means"]["scores"]
+    test = load_prepared(prepared).splits["test"]
+    linear = predict(test.features, np.array(runs["scores"]["weights"]), runs["scores"]["intercept"])
+    np.testing.assert_array_equal(np.load(both_rankings["scores"] / "scores.npy"), linear.astype(np.float32))
+
+
+def test_the_exact_assignment_over_whole_lists_ranks_as_the_scores(both_rankings):
+    """``ranking_top: null``: under Sec. 4.2's matrix the exact Eq. (5) permutation is the score order."""
+    res = json.loads((both_rankings["exact"] / "run.json").read_text())["result"]
+    tr = res["test_ranking"]
+    assert tr["top"] is None and tr["queries_reordered"] == 0
+    assert tr["test_means"]["shortcut_hungarian"] == tr["test_means"]["scores"]
+
+
+def test_hungarian_scores_batch_equals_one_query_at_a_time(monkeypatch):
+    rng = np.random.default_rng(5)
+    sizes = rng.integers(1, 60, size=40)
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    s = rng.standard_cauchy(size=int(offsets[-1])).astype(np.float32).astype(np.float64)
+    settings = {"sigma": 0.5, "top": 4, "n_iter": 5, "eps": 0.1}
+    monkeypatch.setattr(sp, "CHUNK_ENTRIES", 3000)  # many chunks and bins
+    got = sp.hungarian_scores(s, offsets, settings, torch.device("cpu"))
+    res = {"test_ranking": settings, "weights": [1.0], "intercept": 0.0}
+    np.testing.assert_array_equal(got, by_hand_hungarian(s[:, None], offsets, res))
+    assert (got != -sp.rank_within(s, offsets)).any()  # eps = 0.1 on heavy tails: some tails reorder
+
+
 def test_config_errors_name_the_key(prepared, tmp_path):
     with pytest.raises(ConfigError, match=r"sinkprop_protocol\.stages': 0 is less than the minimum of 1"):
         sp.resolve_protocol({"stages": 0})
     with pytest.raises(ConfigError, match=r"sinkprop_protocol\.penalties\.0': -1.0 is less than the minimum of 0"):
         sp.resolve_protocol({"penalties": [-1.0]})
+    with pytest.raises(ConfigError, match=r"sinkprop_protocol\.test_ranking': 'mode' is not one of"):
+        sp.resolve_protocol({"test_ranking": "mode"})
+    with pytest.raises(ConfigError, match=r"sinkprop_protocol\.ranking_top': 0 is less than the minimum of 1"):
+        sp.resolve_protocol({"ranking_top": 0})
     with pytest.raises(ConfigError, match=r"sinkprop_protocol\.derived_query': unknown key"):
         sp.resolve_protocol({"derived_query": 3})
     with pytest.raises(ConfigError, match=r"^model: the SinkProp protocol trains a linear scorer"):
@@ -292,3 +379,11 @@ def test_letor_fixture_run_is_graded_and_stopped_under_the_letor4_convention(tmp
     assert graded["letor4"] != graded["default"]  # the fixture's queries without relevant documents differ
     assert res["init"]["vali"] == graded["letor4"] and res["best_vali"] >= graded["letor4"]
     assert (pd.read_parquet(out / "metrics.parquet")["convention"] == "letor4").all()
+    # both test rankings are graded under it too
+    test = load_prepared(fold).splits["test"]
+    for name, means in res["test_ranking"]["test_means"].items():
+        scores = (predict(test.features, np.array(res["weights"]), res["intercept"]).astype(np.float32)
+                  if name == "scores" else by_hand_hungarian(test.features, np.asarray(test.offsets), res))
+        frame = evaluate(scores, np.asarray(test.labels), np.asarray(test.offsets), ["ndcg@10", "map"],
+                         convention="letor4")
+        assert means == summarize(frame, ["ndcg@10", "map"])

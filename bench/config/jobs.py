@@ -102,7 +102,8 @@ class _Jobs:
         elif figure == "listsize_figure":
             self.table(spec["table"], render=False)
         elif figure == "recall_heatmap":
-            self.evaluation("recall_heatmap", plan.resolve_role(self.config, spec["dataset"]))
+            for dataset, _ in plan.heatmap_datasets(self.config):  # one model per (method, m, k)
+                self.evaluation("recall_heatmap", dataset)
         else:
             self.add("loss_curves", plan.LOSS_CURVES)
         self.add("figure", plan.figure_outputs(self.config, figure)[0], figure=figure)

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from bench.config import kinds
+from bench.config import heatmap, kinds, schema
 from bench.config.run import model_type
 from bench.errors import ConfigError
 
@@ -48,7 +48,7 @@ TABLE_SOURCES = {
     "unified_table": None,
 }
 # the recall heatmap reproduces ARF's Figs. 2-6, so it grades with ARF's eq. 4 (bench.metrics)
-HEATMAP_RECALL = "recall_arf"
+HEATMAP_RECALL = heatmap.RECALL
 FIGURES = ("scaling_figure", "temperature_figure", "listsize_figure", "recall_heatmap", "neuralndcg_curves")
 COMPARE_EXPERIMENT = "compare"
 
@@ -153,9 +153,14 @@ def compare_methods(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def method_spec(config: dict[str, Any], experiment: str, method: str) -> dict[str, Any]:
-    """A method's spec; under the ``compare`` experiment also the user's new losses."""
+    """A method's spec; under the ``compare`` experiment also the user's new losses, under the
+    recall heatmap's protocol also the models it trains per (m, k) (:func:`heatmap_methods`)."""
     if experiment == COMPARE_EXPERIMENT:
         extra = compare_methods(config)
+        if method in extra:
+            return extra[method]
+    if method not in config["methods"] and experiment == heatmap_protocol(config):
+        extra = heatmap_methods(config)
         if method in extra:
             return extra[method]
     if method not in config["methods"]:
@@ -298,8 +303,9 @@ FIGURE_FORMATS = ("png", "pdf")
 
 
 def all_methods(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Every method a run can name: the config's methods and the compared new losses."""
-    return {**config["methods"], **compare_methods(config)}
+    """Every method a run can name: the config's methods, the compared new losses and the
+    recall heatmap's models per (m, k)."""
+    return {**config["methods"], **compare_methods(config), **heatmap_methods(config)}
 
 
 def method_names(config: dict[str, Any], *, kind: str | None = None, rule: str | None = None) -> list[str]:
@@ -394,12 +400,12 @@ def evaluation(config: dict[str, Any], name: str, dataset: str) -> Evaluation:
         graded = _dedupe([*spec["metrics"], *config["protocols"][spec["protocol"]].get("metrics", [])])
         return Evaluation(spec["protocol"], table_methods(config, name), table_seeds(config, name),
                           table_folds(config, name, dataset), graded, spec.get("list_sizes", []))
-    if name == "recall_heatmap":
+    if name == heatmap.FIGURE:
         spec = config["figures"][name]
         seeds = spec.get("seeds") or config["protocols"][spec["protocol"]]["seeds"]
-        metrics = [f"{HEATMAP_RECALL}@{m}@{k}" for m in spec["m"] for k in spec["k"]]
-        return Evaluation(spec["protocol"], spec["methods"], seeds, [spec["fold"]] if spec.get("fold") else folds[:1],
-                          metrics, [])
+        methods = _dedupe(run for _, run in heatmap_rows(config, dataset))
+        return Evaluation(spec["protocol"], methods, seeds, [spec["fold"]] if spec.get("fold") else folds[:1],
+                          heatmap.metric_names(spec), [])
     if name in ("freeze", COMPARE_EXPERIMENT):
         protocol = config["freeze"]["protocol"]
         experiment, methods = ((protocol, freeze_methods(config)) if name == "freeze"
@@ -532,10 +538,8 @@ def figure_spec(config: dict[str, Any], figure: str) -> dict[str, Any]:
         table = config["tables"][spec["table"]]
         return {"dataset": table_datasets(config, spec["table"])[0], "l_train": table["l_train"],
                 "list_sizes": table["list_sizes"], "metrics": spec["metrics"]}
-    if figure == "recall_heatmap":
-        labels = {m: all_methods(config)[m].get("label", m) for m in spec["methods"]}
-        return {"methods": spec["methods"], "m": spec["m"], "k": spec["k"], "labels": labels,
-                "metric": HEATMAP_RECALL}
+    if figure == heatmap.FIGURE:
+        return heatmap_spec(config)
     return {}
 
 
@@ -549,8 +553,8 @@ def figure_inputs(config: dict[str, Any], figure: str) -> list[str]:
         return [f"{d}/curve.csv" for _, dirs in temperature_runs(config) for d in dirs]
     if figure == "listsize_figure":
         return [STATS.format(table=spec["table"])]
-    if figure == "recall_heatmap":
-        return evaluated_files(config, "recall_heatmap", [resolve_role(config, spec["dataset"])])
+    if figure == heatmap.FIGURE:
+        return evaluated_files(config, figure, [ds for ds, _ in heatmap_datasets(config)])
     return [LOSS_CURVES]
 
 
@@ -578,3 +582,79 @@ def compare_spec(config: dict[str, Any], dataset: str) -> dict[str, Any]:
     return {"dataset": dataset, "profile": config["profile"], "metrics": config["freeze"]["metrics"],
             "protocol": study_protocol(config, config["freeze"]["protocol"], dataset),
             "stats": config["stats"], "labels": labels}
+
+
+# ----------------------------------------------------------------------------- the recall heatmaps (ARF Figs. 2-6)
+# bench.config.heatmap: which models a method trains over the grid, their names and entries
+
+
+def _heatmap_section(config: dict[str, Any]) -> dict[str, Any] | None:
+    spec = config.get("figures", {}).get(heatmap.FIGURE)
+    return spec if spec and spec.get("enabled", True) else None
+
+
+def heatmap_protocol(config: dict[str, Any]) -> str | None:
+    """The protocol the recall heatmap's models train under (None: the figure is off)."""
+    spec = _heatmap_section(config)
+    return None if spec is None else spec["protocol"]
+
+
+def heatmap_methods(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every model the recall heatmap trains per (m, k), as a method entry (none when it is off)."""
+    spec = _heatmap_section(config)
+    return {} if spec is None else heatmap.derived_methods(config["methods"], spec)
+
+
+def heatmap_datasets(config: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    """``(dataset, [paper roles it draws])`` of the heatmap, in order; roles resolved (the
+    figure's ``roles``, then the global ones), two roles on one dataset drawn once."""
+    spec = config["figures"][heatmap.FIGURE]
+    out: dict[str, list[str]] = {}
+    for role in spec["datasets"]:
+        out.setdefault(resolve_role(config, role, spec), []).append(role)
+    return list(out.items())
+
+
+def _selection(config: dict[str, Any], protocol: str, dataset: str, method: str) -> str:
+    """The validation metric a catalogue method's runs select on, on ``dataset``."""
+    _, train = protocol_for_dataset(config, protocol, dataset)
+    own = config["methods"][method].get("train", {})
+    return own.get("early_stopping_metric") or train.get("early_stopping_metric") \
+        or schema.defaults("train")["early_stopping_metric"]
+
+
+def heatmap_rows(config: dict[str, Any], dataset: str) -> list[tuple[heatmap.Row, str]]:
+    """Every row of the heatmap on ``dataset`` with the method whose runs train it: the catalogue
+    method itself when it is that model (same cut-offs and selection metric: the run the ARF
+    table trains), else the derived model (:func:`bench.config.heatmap.derived_spec`)."""
+    spec = config["figures"][heatmap.FIGURE]
+    out = []
+    for base in spec["methods"]:
+        entry = config["methods"][base]
+        selection = _selection(config, spec["protocol"], dataset, base)
+        for row in heatmap.training_rows(base, entry["params"], spec["grid"]):
+            out.append((row, base if heatmap.shares_base(row, entry, selection) else row.name))
+    return out
+
+
+def heatmap_spec(config: dict[str, Any]) -> dict[str, Any]:
+    """What ``ltr-bench figure recall_heatmap`` draws: the grid (the columns) and one panel per
+    (dataset, method), its rows the models trained per (m, k) and the ARF figures it redraws."""
+    spec = config["figures"][heatmap.FIGURE]
+    panels = []
+    for dataset, roles in heatmap_datasets(config):
+        ds = config["datasets"][dataset]
+        rows = heatmap_rows(config, dataset)
+        for base in spec["methods"]:
+            loss = config["methods"][base]["loss"]
+            panels.append({
+                "dataset": dataset, "dataset_label": ds.get("label", dataset),
+                "stands_for": [] if ds["source"] in roles else roles,
+                "method": base, "label": config["methods"][base].get("label", base),
+                "title": heatmap.panel_title(base, config["methods"][base]),
+                "paper_figures": sorted({heatmap.PAPER_FIGURES[(r, loss)] for r in roles
+                                         if (r, loss) in heatmap.PAPER_FIGURES}),
+                "rows": [{"method": run, "m": row.m, "k": row.k, "label": row.title}
+                         for row, run in rows if row.base == base],
+            })
+    return {"metric": heatmap.RECALL, "grid": [list(p) for p in heatmap.grid_pairs(spec)], "panels": panels}

@@ -30,7 +30,7 @@ import jsonschema
 import yaml
 
 from bench.choices import DATASET_CONVENTION
-from bench.config import kinds, schema
+from bench.config import heatmap, kinds, schema
 from bench.config.plan import (
     compare_method_name,
     dataset_convention,
@@ -265,6 +265,23 @@ def check_conventions(config: dict[str, Any]) -> None:
             )
 
 
+def check_recall_heatmap(config: dict[str, Any]) -> None:
+    """The recall heatmap's protocol, datasets (roles) and methods exist; its methods and grid
+    make sense (:func:`bench.config.heatmap.check_methods`)."""
+    spec = config.get("figures", {}).get("recall_heatmap")
+    if not spec:
+        return
+    where = "figures.recall_heatmap"
+    _require(config["protocols"], spec["protocol"], f"{where}.protocol", "protocol")
+    for role, name in spec.get("roles", {}).items():
+        _require(config["datasets"], name, f"{where}.roles.{role}", "dataset")
+    for i, role in enumerate(spec["datasets"]):
+        _require(config["datasets"], resolve_role(config, role, spec), f"{where}.datasets.{i}", "dataset or role")
+    for i, name in enumerate(spec["methods"]):
+        _require(config["methods"], name, f"{where}.methods.{i}", "method")
+    heatmap.check_methods(config["methods"], spec, where)
+
+
 def check_references(config: dict[str, Any]) -> None:
     """Every protocol, method, dataset and role a table/figure/freeze names must exist."""
     datasets, protocols, methods = config["datasets"], config["protocols"], config["methods"]
@@ -297,14 +314,14 @@ def check_references(config: dict[str, Any]) -> None:
             for ds in table_datasets(config, table):
                 for fold in spec["folds"]:
                     _require(datasets[ds]["folds"], fold, f"{where}.folds", f"fold of dataset {ds}")
-    for fig in ("temperature_figure", "recall_heatmap"):
-        spec = config.get("figures", {}).get(fig)
-        if spec:
-            where = f"figures.{fig}"
-            _require(protocols, spec["protocol"], f"{where}.protocol", "protocol")
-            _require(datasets, resolve_role(config, spec["dataset"]), f"{where}.dataset", "dataset or role")
-            for i, name in enumerate(spec["methods"]):
-                _require(methods, name, f"{where}.methods.{i}", "method")
+    spec = config.get("figures", {}).get("temperature_figure")
+    if spec:
+        where = "figures.temperature_figure"
+        _require(protocols, spec["protocol"], f"{where}.protocol", "protocol")
+        _require(datasets, resolve_role(config, spec["dataset"]), f"{where}.dataset", "dataset or role")
+        for i, name in enumerate(spec["methods"]):
+            _require(methods, name, f"{where}.methods.{i}", "method")
+    check_recall_heatmap(config)
     lsf = config.get("figures", {}).get("listsize_figure")
     if lsf and lsf.get("enabled", True):
         _require(config.get("tables", {}), lsf["table"], "figures.listsize_figure.table", "table")

@@ -8,7 +8,7 @@ JSON object (``--spec``) that the workflow builds from the validated config.
 - ``figure NAME --spec JSON --png P --pdf F [--input FILE ...]``: draw one figure
   (:mod:`bench.report.figures`); inputs per figure: ``scaling_figure`` the perf CSV,
   ``listsize_figure`` the listsize statistics parquet, ``recall_heatmap`` the evaluated
-  per-query parquet files, ``neuralndcg_curves`` the table of ``ltr-bench loss-curves``,
+  per-query parquet files (:mod:`bench.report.heatmap`), ``neuralndcg_curves`` the table of ``ltr-bench loss-curves``,
   ``temperature_figure`` reads the run directories named in the spec.
 - ``compare-table --frozen DIR --new P.parquet ... --spec JSON --md M --html H``: verify the
   frozen baselines (:func:`bench.frozen.check_frozen`), run the paired tests of
@@ -78,9 +78,12 @@ def _cli_figure(args) -> int:
     elif name == "recall_heatmap":
         if not inputs:
             raise UsageError("recall_heatmap: give the evaluated per-query parquet files with --input")
+        from bench.report import heatmap
+
         per_query = read_frames(inputs)
-        grid = F.recall_grid(per_query, spec["methods"], spec["m"], spec["k"], spec.get("metric", "recall_arf"))
-        fig = F.recall_heatmap(grid, spec.get("labels"))
+        for panel, share in heatmap.panel_shares(per_query, spec):
+            print(f"recall_heatmap: {panel['label']} on {panel['dataset_label']}: {share.caption()}")
+        fig = heatmap.recall_heatmaps(per_query, spec)
     elif name == "neuralndcg_curves":
         fig = F.neuralndcg_curves(read_frame(_one(inputs, name)))
     else:

@@ -12,9 +12,8 @@ function returning a ``matplotlib.figure.Figure``; :func:`save` writes PNG and P
   validation NDCG@10.
 - ``listsize_figure`` (PiRank Fig. 6): relative NDCG@k change (percent) over the method
   trained at the smallest L_train, per L_test, from the listsize statistics table.
-- ``recall_heatmap`` (ARF Figs. 2-6): mean Recall@m@k over an (m, k) grid, one heatmap
-  per method, values printed in the cells; Recall@m@k is ARF's eq. 4 (``recall_arf``: divides
-  by k), as in the paper's figures.
+- ``recall_heatmap`` (ARF Figs. 2-6): :mod:`bench.report.heatmap` (models trained per (m, k)
+  against the metric's (m, k), and the share of columns the diagonal wins).
 - ``neuralndcg_curves`` (NeuralNDCG Figs. 1-2): NDCG and NeuralNDCG (with and without
   Sinkhorn scaling, several tau) of the papers' toy lists as one score ``x`` varies, from the
   table :mod:`bench.curves` computes (``ltr-bench loss-curves``).
@@ -230,56 +229,6 @@ def listsize_figure(data: pd.DataFrame):
     axes.flat[0].set_ylabel(f"relative change over L_train = {base} (%)")
     axes.flat[-1].legend(fontsize=7)
     fig.tight_layout()
-    return fig
-
-
-# ----------------------------------------------------------------------------- recall heatmap
-
-
-def recall_grid(per_query: pd.DataFrame, methods: list[str], m_grid: list[int], k_grid: list[int],
-                metric: str = "recall_arf") -> pd.DataFrame:
-    """Mean Recall@m@k per (method, m, k) over the queries the metric keeps (and all seeds).
-
-    ``metric`` is the recall variant's name (``bench.metrics``): ``recall_arf`` (ARF eq. 4,
-    divides by k; what the heatmap of ARF's figures uses) or ``recall`` (divides by min(k, n)).
-    """
-    rows = []
-    for method in methods:
-        sub = per_query[per_query.method == method]
-        if sub.empty:
-            raise ValueError(f"no per-query rows for method {method!r} in the recall evaluation")
-        for m in m_grid:
-            for k in k_grid:
-                col = f"{metric}@{m}@{k}"
-                keep = ~sub[f"{col}:dropped"].to_numpy(bool) if f"{col}:dropped" in sub else np.ones(len(sub), bool)
-                vals = sub[col].to_numpy(float)[keep]
-                rows.append({"method": method, "m": m, "k": k, "recall": float(vals.mean()) if vals.size else np.nan})
-    return pd.DataFrame(rows).assign(metric=metric)
-
-
-def recall_heatmap(grid: pd.DataFrame, labels: dict[str, str] | None = None):
-    """One heatmap per method of :func:`recall_grid`'s table; the colour bar names the variant."""
-    variant = " (ARF eq. 4: / k)" if "metric" in grid and (grid.metric == "recall_arf").all() else ""
-    methods = list(dict.fromkeys(grid.method))
-    labels = labels or {}
-    fig, axes = plt.subplots(1, len(methods), figsize=(4.2 * len(methods) + 0.8, 4), squeeze=False)
-    vmin, vmax = np.nanmin(grid.recall), np.nanmax(grid.recall)
-    image = None
-    for ax, method in zip(axes.flat, methods):
-        mat = grid[grid.method == method].pivot(index="m", columns="k", values="recall").sort_index()
-        image = ax.imshow(mat.to_numpy(), cmap="viridis", vmin=vmin, vmax=vmax, origin="upper", aspect="auto")
-        mid = (vmin + vmax) / 2
-        for i in range(mat.shape[0]):
-            for j in range(mat.shape[1]):
-                v = mat.iat[i, j]
-                ax.text(j, i, "n/a" if np.isnan(v) else f"{v:.3f}", ha="center", va="center", fontsize=7,
-                        color="black" if v > mid else "white")
-        ax.set_xticks(range(mat.shape[1]), [str(k) for k in mat.columns])
-        ax.set_yticks(range(mat.shape[0]), [str(m) for m in mat.index])
-        ax.set_xlabel("k (size of the true top-k)")
-        ax.set_ylabel("m (predicted top-m kept)")
-        ax.set_title(f"{labels.get(method, method)}: Recall@m@k", fontsize=9)
-    fig.colorbar(image, ax=list(axes.flat), shrink=0.85, label=f"mean Recall@m@k{variant}")
     return fig
 
 

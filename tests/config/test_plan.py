@@ -77,8 +77,8 @@ def test_the_tables_evaluation_names_its_runs_metrics_and_list_sizes(cfg):
 def test_recall_freeze_and_compare_evaluations(cfg):
     recall = plan.evaluation(cfg, "recall_heatmap", "syn-web")
     spec = cfg["figures"]["recall_heatmap"]
-    # the heatmap reproduces ARF's figures: ARF's eq. 4 (recall_arf, divides by k)
-    assert recall.metrics == [f"recall_arf@{m}@{k}" for m in spec["m"] for k in spec["k"]] and len(recall.folds) == 1
+    # the heatmap reproduces ARF's figures: ARF's eq. 4 (recall_arf, divides by k), at the grid's pairs
+    assert recall.metrics == [f"recall_arf@{m}@{k}" for m, k in spec["grid"]] and len(recall.folds) == 1
     assert plan.figure_spec(cfg, "recall_heatmap")["metric"] == "recall_arf"
     freeze = plan.evaluation(cfg, "freeze", "syn-web")
     assert freeze.experiment == cfg["freeze"]["protocol"] and freeze.metrics == cfg["freeze"]["metrics"]
@@ -107,7 +107,9 @@ def test_method_names_split_the_runs_by_rule_and_kind(cfg):
     assert plan.method_names(cfg, kind="sinkprop_protocol") == []  # a protocol's choice, not a method's
     assert gbdt and train and linear == ["linear_regression"]
     assert not set(gbdt) & set(train) and not set(linear) & (set(gbdt) | set(train))
-    assert set(gbdt) | set(train) | set(linear) == set(cfg["methods"]) and gbdt == sorted(gbdt)
+    # the catalogue, and the recall heatmap's models per (m, k) (neural, trained by `train`)
+    assert set(gbdt) | set(train) | set(linear) == set(cfg["methods"]) | set(plan.heatmap_methods(cfg))
+    assert gbdt == sorted(gbdt)
     assert all("gbdt" in cfg["methods"][m] for m in gbdt)
     with pytest.raises(ValueError, match="kind must be one of"):
         plan.method_names(cfg, kind="tree")

@@ -53,31 +53,6 @@ def test_scaling_figure_prints_fitted_slopes_and_writes_png_pdf(tmp_path):
         F.scaling_data(frame.drop(columns=["peak_mb"]))
 
 
-@pytest.mark.parametrize("metric", ["recall_arf", "recall"])
-def test_recall_grid_means_over_kept_queries_and_heatmap_prints_values(metric):
-    rows = []
-    for method, base in (("arf_relax", 0.6), ("lambda_recall", 0.4)):
-        for q in range(4):
-            row = {"method": method, "seed": 0, "query": q}
-            for m in (10, 20):
-                for k in (5, 10):
-                    for variant, shift in (("recall_arf", 0.0), ("recall", 0.2)):  # the other variant: ignored
-                        row[f"{variant}@{m}@{k}"] = base + shift + 0.01 * m / k + (0.1 if q == 3 else 0.0)
-                        row[f"{variant}@{m}@{k}:dropped"] = q == 3  # dropped queries do not count
-            rows.append(row)
-    grid = F.recall_grid(pd.DataFrame(rows), ["arf_relax", "lambda_recall"], [10, 20], [5, 10], metric)
-    cell = grid[(grid.method == "arf_relax") & (grid.m == 20) & (grid.k == 5)].recall.item()
-    assert cell == pytest.approx(0.6 + 0.04 + (0.2 if metric == "recall" else 0.0))
-    fig = F.recall_heatmap(grid, {"arf_relax": "ARF-relax"})
-    texts = [t.get_text() for ax in fig.axes for t in ax.texts]
-    assert ("0.640" if metric == "recall_arf" else "0.840") in texts and len(texts) == 8
-    suffix = " (ARF eq. 4: / k)" if metric == "recall_arf" else ""
-    assert fig.axes[0].get_title() == "ARF-relax: Recall@m@k"
-    assert fig.axes[-1].get_ylabel() == f"mean Recall@m@k{suffix}"  # the colour bar names the variant
-    with pytest.raises(ValueError, match="no per-query rows"):
-        F.recall_grid(pd.DataFrame(rows), ["arf"], [10], [5])
-
-
 def test_listsize_relative_change_over_smallest_training_size():
     stats = pd.DataFrame(
         {

@@ -52,7 +52,7 @@ class RunKind:
 
 RUN_KINDS: dict[str, RunKind] = {
     # checked in this order: a protocol's section before the method key it shares
-    "sinkprop_protocol": RunKind("train", "loss", "bench.training.sinkprop_run:resolve",
+    "sinkprop_protocol": RunKind("train", "loss", "bench.config.settings:resolve_sinkprop",
                                  "bench.training.sinkprop_run:protocol_run", protocol_key="sinkprop_protocol"),
     "gbdt": RunKind("gbdt", "gbdt", "bench.config.settings:resolve_gbdt", "bench.training.gbdt:gbdt_run",
                     help="train one LightGBM/XGBoost baseline on one prepared fold"),

@@ -32,6 +32,7 @@ from bench.config.run import (
     method_entry,
     resolve_metrics_config,
     resolve_model,
+    resolve_section,
     resolve_train,
     stopping_metric,
 )
@@ -125,3 +126,52 @@ def resolve_linear(config: dict[str, Any], method: str) -> dict[str, Any]:
     penalties = entry.get("penalties", method_default("penalties"))
     return {"linear": entry["linear"], "penalties": [float(p) for p in penalties],
             "early_stopping_metric": stopping_metric(config, entry, key), "metrics": _metrics(config, entry, key)}
+
+
+# ----------------------------------------------------------------------------- SinkProp's own protocol
+
+
+def check_linear_scorer(model: dict[str, Any] | None, key: str) -> None:
+    """SinkProp's protocol trains a linear scorer: the model, its defaults filled, is an MLP with
+    no hidden layer (``hidden: []``, so batch norm and dropout have no layer to act on) and no
+    output activation. The one statement of this rule: the study config's check
+    (:func:`bench.config.validate.check_sinkprop_protocol`) and a job's resolver both call it.
+
+    >>> check_linear_scorer({"type": "mlp", "hidden": []}, "model")
+    >>> check_linear_scorer({"hidden": [8]}, "protocols.p.model")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    bench.errors.ConfigError: config key 'protocols.p.model': the SinkProp protocol trains a linear scorer ...hidden [8]...
+    """
+    m = resolve_model(model, key)
+    if m["type"] != "mlp" or m["hidden"] != [] or m["output_activation"] is not None:
+        raise ConfigError(f"config key '{key}': the SinkProp protocol trains a linear scorer ({{type: mlp, hidden: "
+                          f"[]}}, no output_activation); got type {m['type']}, hidden {m.get('hidden')}, "
+                          f"output_activation {m['output_activation']}")
+
+
+def resolve_sinkprop_section(spec: dict[str, Any] | None, key: str = "sinkprop_protocol") -> dict[str, Any]:
+    """A job's ``sinkprop_protocol`` section: the schema's ``$defs/sinkprop_protocol`` with its
+    defaults filled (``methods`` dropped: the job already is one of them), the penalty grids as floats.
+
+    >>> resolve_sinkprop_section({"stages": 3})["stages"], resolve_sinkprop_section({})["derived_queries"]
+    (3, 20)
+    >>> resolve_sinkprop_section({"sigma_factor": 1.0})
+    Traceback (most recent call last):
+    ...
+    bench.errors.ConfigError: config key 'sinkprop_protocol.sigma_factor': 1.0 is less than or equal to the minimum of 1
+    """
+    c = resolve_section("sinkprop_protocol", spec, key)
+    c.pop("methods", None)
+    for k in ("init_penalties", "penalties"):
+        c[k] = [float(p) for p in c[k]]
+    return c
+
+
+def resolve_sinkprop(config: dict[str, Any], method: str) -> dict[str, Any]:
+    """A neural method trained by SinkProp's own protocol: :func:`resolve_neural`'s settings, the
+    scorer linear (:func:`check_linear_scorer`), and the protocol's section under ``sinkprop_protocol``."""
+    settings = resolve_neural(config, method)
+    check_linear_scorer(settings["model"], f"methods.{method}.model" if "model" in config["methods"][method]
+                        else "model")
+    return {**settings, "sinkprop_protocol": resolve_sinkprop_section(config.get("sinkprop_protocol"))}

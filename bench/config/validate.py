@@ -39,8 +39,9 @@ from bench.config.plan import (
     resolve_role,
     table_datasets,
 )
-from bench.config.run import check_choice, model_type, resolve_model
+from bench.config.run import check_choice, resolve_model
 from bench.config.schema import ROOT, SCHEMA_PATH, StudyValidator, _key, deepest_error, describe, load_schema  # noqa: F401
+from bench.config.settings import check_linear_scorer
 from bench.errors import ConfigError
 
 DEFAULT_CONFIG = ROOT / "config" / "default.yaml"
@@ -244,11 +245,7 @@ def check_sinkprop_protocol(config: dict[str, Any], protocol: str) -> None:
         if method_kind(config["methods"][name]) != "neural":
             raise ConfigError(f"config key '{where}.methods.{i}': '{name}' is not a neural method (a loss); "
                               "the SinkProp protocol trains a loss")
-    model = config["protocols"][protocol]["model"]
-    if model_type(model) != "mlp" or model.get("hidden") != [] or model.get("batch_norm") \
-            or model.get("output_activation") is not None:
-        raise ConfigError(f"config key 'protocols.{protocol}.model': the SinkProp protocol ({where}) trains a "
-                          f"linear scorer: {{type: mlp, hidden: [], batch_norm: false}}, got {model!r}")
+    check_linear_scorer(config["protocols"][protocol]["model"], f"protocols.{protocol}.model")
 
 
 def check_conventions(config: dict[str, Any]) -> None:

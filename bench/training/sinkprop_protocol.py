@@ -5,7 +5,7 @@ Configured under a protocol (``protocols.<name>.sinkprop_protocol``, schema in
 (without ``methods``) into the run config of every method it lists, and ``ltr-bench train``
 (the run kind ``sinkprop_protocol`` of :mod:`bench.config.kinds`) then trains that method here
 instead of with the generic loop. Keys and defaults (types, bounds and defaults: the schema's
-``$defs/sinkprop_protocol``, resolved by :func:`resolve_protocol`; the paper gives the first
+``$defs/sinkprop_protocol``, resolved by :func:`bench.config.settings.resolve_sinkprop_section`; the paper gives the first
 three and ``test_ranking``, the rest are this suite's choices where the paper gives no number):
 
 - ``derived_queries`` (20), ``max_derived_size`` (200): every training query is resampled
@@ -86,7 +86,6 @@ import numpy as np
 import pandas as pd
 import torch
 
-from bench.config.run import resolve_section
 from bench.errors import TrainingDiverged
 from bench.training.config import check
 
@@ -95,33 +94,6 @@ BIN_RATIO = 1.25  # derived queries are padded within geometric length bins of t
 
 
 # ----------------------------------------------------------------------------- configuration
-
-
-def resolve_protocol(spec: dict[str, Any] | None, key: str = "sinkprop_protocol") -> dict[str, Any]:
-    """The schema's defaults filled and every value checked against ``$defs/sinkprop_protocol``
-    (:func:`bench.config.run.resolve_section`); the penalty grids as floats. Errors name
-    ``<key>.<name>``.
-
-    >>> resolve_protocol({"stages": 3})["stages"], resolve_protocol({})["derived_queries"]
-    (3, 20)
-    >>> resolve_protocol({"sigma_factor": 1.0})
-    Traceback (most recent call last):
-    ...
-    bench.errors.ConfigError: config key 'sinkprop_protocol.sigma_factor': 1.0 is less than or equal to the minimum of 1
-    """
-    c = resolve_section("sinkprop_protocol", spec, key)
-    c.pop("methods", None)
-    for k in ("init_penalties", "penalties"):
-        c[k] = [float(p) for p in c[k]]
-    return c
-
-
-def check_linear_model(model: dict[str, Any], key: str = "model") -> None:
-    """The protocol trains a linear scorer: ``{type: mlp, hidden: []}`` without batch norm or activation."""
-    linear = (model.get("type", "mlp") == "mlp" and list(model.get("hidden", [None])) == []
-              and not model.get("batch_norm") and model.get("output_activation") is None)
-    check(linear, key, f"the SinkProp protocol trains a linear scorer ({{type: mlp, hidden: []}}, no batch_norm, "
-                       f"no output_activation); got {model!r}")
 
 
 def loss_with_sigma(fn: Callable[..., torch.Tensor], method: str, params: dict[str, Any]) -> None:

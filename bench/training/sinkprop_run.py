@@ -42,7 +42,6 @@ from bench.training.loss import make_loss
 from bench.training.sinkprop_protocol import (
     Annealing,
     PenaltyFit,
-    check_linear_model,
     curve_frame,
     derived_chunks,
     hungarian_scores,
@@ -50,21 +49,11 @@ from bench.training.sinkprop_protocol import (
     rank_within,
     ranking_settings,
     ranking_sigma,
-    resolve_protocol,
     score_variance,
     sigma_schedule,
 )
 
 SEEDING = "bench.seeds.derive_seed(dataset, fold, method, seed, 'resample')"
-
-
-def resolve(config: dict[str, Any], method: str) -> dict[str, Any]:
-    """The run kind's resolver: the neural method's settings and the protocol's, the scorer linear."""
-    from bench.config.settings import resolve_neural
-
-    cfg = resolve_neural(config, method)
-    check_linear_model(cfg["model"])
-    return {**cfg, "sinkprop_protocol": resolve_protocol(config.get("sinkprop_protocol"))}
 
 
 def protocol_run(

@@ -42,8 +42,7 @@ def test_every_train_key_has_its_default_in_the_schema():
 
 
 def test_changing_a_schema_default_changes_every_resolver(edited_schema):
-    from bench.config.settings import resolve_gbdt, resolve_linear, resolve_neural
-    from bench.training.sinkprop_protocol import resolve_protocol
+    from bench.config.settings import resolve_gbdt, resolve_linear, resolve_neural, resolve_sinkprop_section
 
     def change(data):
         defs = data["$defs"]
@@ -63,7 +62,7 @@ def test_changing_a_schema_default_changes_every_resolver(edited_schema):
     assert gbdt["num_trees"] == 33 and gbdt["early_stopping_metric"] == "mrr"
     linear = resolve_linear(cfg, "l")
     assert linear["penalties"] == [2.0] and linear["early_stopping_metric"] == "mrr"
-    assert resolve_protocol({})["stages"] == 5
+    assert resolve_sinkprop_section({})["stages"] == 5
 
 
 def test_changing_a_schema_bound_changes_the_job_check(edited_schema):

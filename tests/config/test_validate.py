@@ -201,3 +201,19 @@ def test_every_model_type_has_its_definition():
         assert set(own) <= set(defs["model"]["properties"]), kind
         assert own["type"]["const"] == kind
 
+
+
+@pytest.mark.parametrize("model", [{"hidden": [8]}, {"output_activation": "tanh"}])
+def test_the_sinkprop_protocol_needs_a_linear_scorer_in_the_study_and_in_a_job(model):
+    """One rule (bench.config.settings.check_linear_scorer), checked on the study config and on a
+    job's resolved settings alike: a model with a hidden layer or an output activation is refused."""
+    from bench.config.settings import resolve_sinkprop
+
+    with pytest.raises(ConfigError, match=r"protocols\.letor\.model': the SinkProp protocol trains a linear scorer"):
+        cv.load_config(overrides={"protocols": {"letor": {"model": model}}})
+    job = {"methods": {"sinkprop": {"loss": "sinkprop"}}, "model": model, "sinkprop_protocol": {}}
+    with pytest.raises(ConfigError, match=r"'model': the SinkProp protocol trains a linear scorer"):
+        resolve_sinkprop(job, "sinkprop")
+    assert resolve_sinkprop({**job, "model": {"hidden": []}}, "sinkprop")["model"]["hidden"] == []
+    with pytest.raises(ConfigError, match=r"linear scorer .*got type context_aware"):
+        resolve_sinkprop({**job, "model": {"type": "context_aware"}}, "sinkprop")

@@ -21,6 +21,7 @@ import pytest
 import torch
 from scipy import stats
 
+from bench.config.settings import resolve_sinkprop_section
 from bench.data import load_prepared
 from bench.data.resample import resample_queries
 from bench.errors import ConfigError
@@ -342,16 +343,16 @@ def test_hungarian_scores_batch_equals_one_query_at_a_time(monkeypatch):
 
 def test_config_errors_name_the_key(prepared, tmp_path):
     with pytest.raises(ConfigError, match=r"sinkprop_protocol\.stages': 0 is less than the minimum of 1"):
-        sp.resolve_protocol({"stages": 0})
+        resolve_sinkprop_section({"stages": 0})
     with pytest.raises(ConfigError, match=r"sinkprop_protocol\.penalties\.0': -1.0 is less than the minimum of 0"):
-        sp.resolve_protocol({"penalties": [-1.0]})
+        resolve_sinkprop_section({"penalties": [-1.0]})
     with pytest.raises(ConfigError, match=r"sinkprop_protocol\.test_ranking': 'mode' is not one of"):
-        sp.resolve_protocol({"test_ranking": "mode"})
+        resolve_sinkprop_section({"test_ranking": "mode"})
     with pytest.raises(ConfigError, match=r"sinkprop_protocol\.ranking_top': 0 is less than the minimum of 1"):
-        sp.resolve_protocol({"ranking_top": 0})
+        resolve_sinkprop_section({"ranking_top": 0})
     with pytest.raises(ConfigError, match=r"sinkprop_protocol\.derived_query': unknown key"):
-        sp.resolve_protocol({"derived_query": 3})
-    with pytest.raises(ConfigError, match=r"^model: the SinkProp protocol trains a linear scorer"):
+        resolve_sinkprop_section({"derived_query": 3})
+    with pytest.raises(ConfigError, match=r"^config key 'model': the SinkProp protocol trains a linear scorer"):
         run_job({**_config(), "model": {"type": "mlp", "hidden": [8]}}, prepared, tmp_path / "a",
                   method="sinkprop", seed=0, device="cpu", quiet=True)
     with pytest.raises(ConfigError, match=r"methods\.listnet\.loss: the SinkProp protocol anneals 'sigma'"):

@@ -109,6 +109,8 @@ onerror:
     stop_job_server()
     if workflow.is_main_process:
         forget_run(RUN_RECORD)
-        if getattr(workflow.executor_plugin, "name", None) == "slurm" and log and Path(log).is_file():
-            for line in failure_lines(Path(log).read_text(errors="replace"), sys.argv[1:], [r.name for r in workflow.rules]):
+        if getattr(workflow.executor_plugin, "name", None) == "slurm":  # log: the run's log files (a list)
+            text = "".join(Path(f).read_text(errors="replace") for f in ([log] if isinstance(log, str) else log or [])
+                           if Path(f).is_file())
+            for line in failure_lines(text, sys.argv[1:], [r.name for r in workflow.rules]):
                 logger.error(line)

@@ -16,8 +16,15 @@
 # than the machine; by default it is declared as it is (CPUs, memory) plus GPUS count-only GPUs
 # whose device files are made with mknod (nothing can run on them; the `gpu` partition and
 # `--gpus=1` requests are scheduled exactly as on a real cluster). Partitions: `cpu` (default)
-# and `gpu`. Accounting is enforced (`AccountingStorageEnforce=associations`): a job needs a valid
-# account, as on most real clusters.
+# and `gpu`, and `urgent`, which pre-empts them: a job submitted to `urgent` (PriorityTier 2)
+# that needs the CPUs, memory or GPUs of running `cpu`/`gpu` jobs (PriorityTier 1) sends those
+# back to the queue (`PreemptType=preempt/partition_prio`, `PreemptMode=REQUEUE`), as sites with
+# a scavenger or owner partition do; nothing goes to `urgent` unless asked (`sbatch -p urgent`).
+# Accounting is enforced (`AccountingStorageEnforce=associations`): a job needs a valid
+# account, as on most real clusters. A node an administrator sets DOWN (`scontrol update
+# nodename=... state=down reason=...`) stays down until `state=resume` (`ReturnToService=1`,
+# the usual setting: only a node that was down for not responding comes back by itself); `up`
+# resumes a node left down or drained.
 #
 # Settings (environment variables, read by `up`):
 #   SLURM_LOCAL_CPUS     CPUs of the node          (default: nproc)
@@ -180,7 +187,8 @@ SlurmctldPidFile=$RUN/slurmctld.pid
 SlurmdPidFile=$RUN/slurmd.pid
 SlurmctldLogFile=$LOG/slurmctld.log
 SlurmdLogFile=$LOG/slurmd.log
-ReturnToService=2
+# only a node that stopped responding returns by itself; one set DOWN waits for state=resume
+ReturnToService=1
 # no cgroups: plain process tracking, no task binding
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
@@ -206,10 +214,16 @@ JobAcctGatherParams=OverMemoryKill,UsePss
 # finished jobs stay visible to squeue/scontrol for 5 minutes
 MinJobAge=300
 KillWait=10
+# pre-emption: a job of a higher PriorityTier partition (urgent) requeues the jobs whose
+# resources it needs (the requeued job keeps its ID and waits 121 s, SLURM's credential
+# lifetime, before it may start again)
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
 GresTypes=gpu
 NodeName=$HOST CPUs=$CPUS RealMemory=$MEM_MB$gres State=UNKNOWN
-PartitionName=cpu Nodes=$HOST Default=YES MaxTime=INFINITE State=UP
-PartitionName=gpu Nodes=$HOST MaxTime=INFINITE State=UP
+PartitionName=cpu Nodes=$HOST Default=YES MaxTime=INFINITE State=UP PriorityTier=1
+PartitionName=gpu Nodes=$HOST MaxTime=INFINITE State=UP PriorityTier=1
+PartitionName=urgent Nodes=$HOST MaxTime=INFINITE State=UP PriorityTier=2 PreemptMode=OFF
 EOF
     replace_if_changed "$ETC/slurm.conf"
     {

@@ -14,7 +14,10 @@
 #    records its process in RUN_RECORD; the next run, while the Snakefile is parsed (before
 #    Snakemake checks the lock), releases the lock only when that process is gone
 #    (bench/resume.py says exactly when): what `snakemake --unlock` does, checked first.
+# 3. A cluster run that stops: one line per SLURM job that failed for good, naming the job, the
+#    state SLURM accounted and the command to type next (bench/cluster_faults.py).
 import atexit
+import sys
 import shutil
 import subprocess
 import tempfile
@@ -22,6 +25,7 @@ import time
 
 from bench.jobserver import DISABLED as _JOBSERVER_OFF
 from bench.jobserver import ENV_VAR as _JOBSERVER_VAR
+from bench.cluster_faults import failure_lines
 from bench.resume import forget_run, record_run, release_stale_lock
 
 RUN_RECORD = Path(".snakemake/ltr-bench-run.json")
@@ -105,3 +109,8 @@ onerror:
     stop_job_server()
     if workflow.is_main_process:
         forget_run(RUN_RECORD)
+        if getattr(workflow.executor_plugin, "name", None) == "slurm":  # log: the run's log files (a list)
+            text = "".join(Path(f).read_text(errors="replace") for f in ([log] if isinstance(log, str) else log or [])
+                           if Path(f).is_file())
+            for line in failure_lines(text, sys.argv[1:], [r.name for r in workflow.rules]):
+                logger.error(line)

@@ -212,3 +212,22 @@ def test_convention_config_global_and_per_dataset():
         cv.load_config(overrides={"evaluation": {"convention": "letor5"}})
     with pytest.raises(ConfigError, match=r"evaluation.ties.*mq2007.*letor4"):
         cv.load_config(paper, overrides={"evaluation": {"ties": "expected"}})
+
+
+def test_neuralndcg_batch_is_64_on_web30k_and_110_on_istella_in_the_resolved_job_config():
+    """NeuralNDCG Sec. 5.3: "The batch size was set to 64 (Web30K) or 110 (Istella)"; the job's
+    JSON (what ``ltr-bench train --config`` reads) and the settings the trainer resolves from it."""
+    from bench.config.settings import resolve_neural
+
+    cfg = cv.load_config(ROOT / "config" / "paper.yaml")
+    want = {"mslr-web30k": (64, 96), "istella": (110, 128)}
+    assert set(plan.table_datasets(cfg, "neuralndcg_table3")) == set(want)
+    for dataset, (batch, width) in want.items():
+        for method in plan.table_methods(cfg, "neuralndcg_table3"):
+            if plan.method_kind(cfg["methods"][method]) != "neural":
+                continue
+            job = plan.run_config(cfg, "neuralndcg", dataset, method)
+            assert job["train"]["batch_size"] == batch, (dataset, method)
+            settings = resolve_neural(job, method)
+            assert (settings["train"]["batch_size"], settings["model"]["input_proj"]) == (batch, width)
+            assert settings["train"]["list_size"] == 240

@@ -26,7 +26,7 @@ STAGES: dict[str, tuple[str, ...]] = {
     "bench.evaluate": ("evaluate", "export-scores"),
     "bench.curves": ("loss-curves", "toy-sort"),
     "bench.stats": ("stats",),
-    "bench.report.cli": ("table", "figure", "compare-table", "computed-table"),
+    "bench.report.cli": ("table", "figure", "compare-table", "computed-table", "coverage"),
     "bench.frozen": ("freeze", "check-frozen"),
     "bench.perf.cli": ("perf",),
     "bench.costs.cli": ("plan", "status"),

@@ -1,4 +1,4 @@
-"""Loss curves on the papers' toy lists: the table the ``neuralndcg_curves`` figure draws.
+r"""Loss curves on the papers' toy lists: the table the ``neuralndcg_curves`` figure draws.
 
 NeuralNDCG Figs. 1-2 plot NDCG and NeuralNDCG (with and without Sinkhorn scaling, several
 temperatures) of a fixed toy list as one score ``x`` varies. :func:`neuralndcg_curve_data`
@@ -92,7 +92,7 @@ def neuralndcg_curve_data(taus: list[float], points: int = 401) -> pd.DataFrame:
 
 
 def neuralsort_toy_data(taus: list[float]) -> pd.DataFrame:
-    """Columns tau, rank, value: the toy labels sorted exactly (``tau = 0``) and by
+    r"""Columns tau, rank, value: the toy labels sorted exactly (``tau = 0``) and by
     :math:`\hat P(\tau) y` for each ``tau`` (rank 1 = first row of :math:`\hat P`).
 
     >>> frame = neuralsort_toy_data([1.0])

@@ -186,6 +186,7 @@ def target_jobs(config: dict[str, Any], targets: list[str]) -> list[Job]:
         elif target in plan.COMPUTED_TABLES:
             jobs.computed_table(target)
         elif target == "report":
+            jobs.add("coverage", plan.COVERAGE)
             jobs.add("report", "reports/report.html")
         else:
             getattr(jobs, target)()

@@ -367,7 +367,7 @@ def report_inputs(config: dict[str, Any]) -> list[str]:
     """Every enabled table and figure: the inputs of ``all`` and of the HTML report."""
     tables = [f for t in enabled_tables(config) for f in table_outputs(config, t)]
     tables += [f for t in enabled_computed_tables(config) for f in computed_table_outputs(config, t)]
-    return tables + [f for fig in enabled_figures(config) for f in figure_outputs(config, fig)]
+    return tables + [f for fig in enabled_figures(config) for f in figure_outputs(config, fig)] + [COVERAGE]
 
 
 def freeze_outputs(config: dict[str, Any]) -> list[str]:
@@ -608,6 +608,13 @@ def compare_spec(config: dict[str, Any], dataset: str) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- computed tables (issue 26)
 
 TOY_SORT = "results/tables/neuralsort_toy.parquet"
+COVERAGE = "reports/coverage.html"  # docs/coverage.md as a page of the report
+
+
+def coverage_args(config: dict[str, Any]) -> list[str]:
+    """``ltr-bench coverage``'s ``--enabled`` and ``--profile``: the targets this profile builds."""
+    names = [*enabled_tables(config), *enabled_computed_tables(config), *enabled_figures(config)]
+    return ["--enabled", *names, "--profile", config["profile"]]
 
 
 def enabled_computed_tables(config: dict[str, Any]) -> list[str]:

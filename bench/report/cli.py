@@ -13,6 +13,8 @@ JSON object (``--spec``) that the workflow builds from the validated config.
 - ``computed-table NAME --input FILE ... --spec JSON --md M --tex T --html H``: render a table
   of ``computed_tables:`` (:mod:`bench.report.computed`: NeuralSort's toy sort, the datasets'
   statistics, the runs' time and memory).
+- ``coverage --doc docs/coverage.md --enabled NAME ... --profile P --html H``: the coverage list
+  of every table and figure of the four papers as a report page (:mod:`bench.report.coverage`).
 - ``compare-table --frozen DIR --new P.parquet ... --spec JSON --md M --html H``: verify the
   frozen baselines (:func:`bench.frozen.check_frozen`), run the paired tests of
   :func:`bench.stats.significance` on the new losses together with every frozen baseline,
@@ -72,6 +74,13 @@ def _cli_computed(args) -> int:
     spec.setdefault("name", args.name)
     paper = load_paper_numbers(args.paper_numbers) if args.paper_numbers else load_paper_numbers()
     _write_table(build(list(args.input or []), spec, paper), args.md, args.tex, args.html)
+    return 0
+
+
+def _cli_coverage(args) -> int:
+    from bench.report.coverage import read_coverage, to_html
+
+    write_files({args.html: to_html(read_coverage(args.doc), list(args.enabled or []), args.profile).encode("utf-8")})
     return 0
 
 
@@ -199,6 +208,12 @@ def register_cli(subparsers) -> None:
     d.add_argument("--tex")
     d.add_argument("--html")
     d.set_defaults(func=_cli_computed)
+    v = subparsers.add_parser("coverage", help="the coverage list of docs/coverage.md as a report page")
+    v.add_argument("--doc", required=True, help="docs/coverage.md")
+    v.add_argument("--enabled", nargs="*", help="the tables and figures this profile builds")
+    v.add_argument("--profile", required=True)
+    v.add_argument("--html", required=True)
+    v.set_defaults(func=_cli_coverage)
     c = subparsers.add_parser("compare-table", help="new losses vs frozen baselines, paired tests, rendered")
     c.add_argument("--frozen", required=True, help="results/frozen/<profile>/<dataset>")
     c.add_argument("--new", required=True, nargs="+", help="evaluated per-query parquet files of the new losses")

@@ -2,8 +2,9 @@
 and target, read from the document's Markdown table and rendered as a page of the report.
 
 The document is the one home of the list; :func:`read_coverage` parses its table (columns
-paper, item, status, target, what; a target cell may name several, comma-separated) and :func:`to_html` renders it with, for each target, whether
-the study's profile builds it (``enabled``: the names of the profile's enabled tables and figures).
+paper, item, status, target, what; a target cell may name several, comma-separated) and
+:func:`to_html` renders it with, for each target, whether the study's profile builds it
+(``enabled``: the names of the profile's enabled tables and figures).
 
 >>> rows = parse_coverage("| paper | item | status | target | what, or why not |\\n|---|---|---|---|---|\\n"
 ...                       "| ARF | Table 4 | not reproducible | | a live A/B test |")

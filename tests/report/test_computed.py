@@ -101,3 +101,19 @@ def test_run_cost_table_reads_seconds_per_epoch_and_peak_memory_from_the_runs(tm
     assert rows == [["A", "3.00", "1.00", "1.5", "3.00", "–", "200", "1.00", "1.18"],
                     ["B", "6.00", "2.00", "2", "1.00", "–", "220", "1.10", "1.68"]]
     assert "Device: cpu: Test device" in table.caption and "batch size of 20,000" in table.caption
+
+
+def test_arf_sensitivity_tables_show_the_paper_column_in_the_paper_profile():
+    from bench.config import plan
+    from bench.config import validate as cv
+    from bench.report.tables import build_table
+    from helpers import ROOT
+
+    cfg = cv.load_config(ROOT / "config" / "paper.yaml")
+    spec = plan.table_spec(cfg, "arf_table7")
+    methods = [m["name"] for m in spec["methods"]]
+    stats = pd.DataFrame([{"dataset": ds, "metric": metric, "method": m, "mean": 0.5, "std_over_seeds": 0.0,
+                           "n_queries": 10, "is_best": False, "not_worse": False}
+                          for ds in ("mslr-web30k-arf", "istella-arf") for metric in spec["metrics"] for m in methods])
+    md = to_markdown(build_table(stats, spec, load_paper_numbers()))
+    assert md.count(" paper (Δ) |") == 2 * 3 and "| tau=0.2 | 0.5000 ± 0.0000 | 0.4250 (+0.0750) |" in md

@@ -24,9 +24,9 @@ STAGES: dict[str, tuple[str, ...]] = {
     "bench.data.cli": ("datasets", "fetch", "prepare", "synthetic"),
     "bench.training.cli": run_rules(),  # one command per rule of the run kinds (bench.config.kinds)
     "bench.evaluate": ("evaluate", "export-scores"),
-    "bench.curves": ("loss-curves",),
+    "bench.curves": ("loss-curves", "toy-sort"),
     "bench.stats": ("stats",),
-    "bench.report.cli": ("table", "figure", "compare-table"),
+    "bench.report.cli": ("table", "figure", "compare-table", "computed-table", "coverage"),
     "bench.frozen": ("freeze", "check-frozen"),
     "bench.perf.cli": ("perf",),
     "bench.costs.cli": ("plan", "status"),

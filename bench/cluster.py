@@ -73,8 +73,9 @@ SIZES: dict[str, dict[str, tuple[int, int]]] = {
 #: summarising steps that follow one another.
 GROUPS: dict[str, dict[str, str]] = {
     "default": dict.fromkeys(("prepare", "train", "gbdt", "linear", "evaluate", "stats", "table", "figure", "loss_curves",
-                              "perf_scaling", "freeze_dataset", "check_frozen", "compare_table"), "study"),
-    "paper": dict.fromkeys(("evaluate", "stats", "table", "figure", "compare_table"), "summaries"),
+                              "perf_scaling", "freeze_dataset", "check_frozen", "compare_table",
+                              "computed_table", "toy_sort"), "study"),
+    "paper": dict.fromkeys(("evaluate", "stats", "table", "figure", "compare_table", "computed_table"), "summaries"),
 }
 
 

@@ -51,6 +51,7 @@ RULE_METHODS = {name: _alternatives(plan.method_names(config, rule=name)) for na
 
 # targets and shared arguments
 table_outputs = _planned(plan.table_outputs)
+computed_table_outputs = _planned(plan.computed_table_outputs)
 figure_outputs = _planned(plan.figure_outputs)
 report_inputs = _planned(plan.report_inputs)
 freeze_outputs = _planned(plan.freeze_outputs)
@@ -119,3 +120,16 @@ def study_protocol_json(dataset):
 
 def compare_spec_json(wildcards):
     return _sorted_json(_planned(plan.compare_spec)(wildcards.dataset))
+
+
+# issue 26: tables from computed tables other than paired statistics (bench.config.plan.COMPUTED_TABLES)
+STATS_TABLES = _alternatives(plan.TABLES)
+COMPUTED_TABLES = _alternatives(plan.COMPUTED_TABLES)
+
+
+def computed_table_inputs(wildcards):
+    return _planned(plan.computed_table_inputs)(wildcards.table)
+
+
+def computed_table_spec_json(wildcards):
+    return _sorted_json(_planned(plan.computed_table_spec)(wildcards.table))

@@ -47,6 +47,16 @@ rule neuralndcg_curves:
         lambda w: figure_outputs("neuralndcg_curves"),
 
 
+rule annealing_figure:
+    input:
+        lambda w: figure_outputs("annealing_figure"),
+
+
+rule letor_curves:
+    input:
+        lambda w: figure_outputs("letor_curves"),
+
+
 rule loss_curves:
     output:
         LOSS_CURVES,

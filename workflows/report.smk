@@ -5,6 +5,25 @@
 
 localrules:
     report,
+    coverage,
+
+
+# docs/coverage.md (every table and figure of the four papers: its target, or why not) as a
+# page of the report, each target marked by whether this profile builds it
+rule coverage:
+    input:
+        "docs/coverage.md",
+    output:
+        report(plan.COVERAGE, caption="report/coverage.rst", category="Coverage"),
+    params:
+        args=" ".join(plan.coverage_args(config)),
+    log:
+        "results/logs/coverage.log",
+    conda:
+        "../environment.yml"
+    shell:
+        "ltr-bench coverage --doc {input} {params.args} --html {output} > {log} 2>&1"
+
 
 
 rule report:

@@ -15,6 +15,8 @@ rule table:
                     labels={"table": "{table}", "format": "HTML"}),
     params:
         spec=table_spec_json,
+    wildcard_constraints:
+        table=STATS_TABLES,
     log:
         "results/logs/tables/{table}.log",
     group: cluster_group("table")
@@ -55,3 +57,77 @@ rule sinkprop_letor:
 rule unified_table:
     input:
         lambda w: table_outputs("unified_table"),
+
+
+rule arf_table6:
+    input:
+        lambda w: table_outputs("arf_table6"),
+
+
+rule arf_table7:
+    input:
+        lambda w: table_outputs("arf_table7"),
+
+
+rule arf_table8:
+    input:
+        lambda w: table_outputs("arf_table8"),
+
+
+# Tables computed from something other than paired statistics (`computed_tables:` in the
+# config): NeuralSort's toy sort, the datasets' statistics, the runs' time and memory records.
+rule computed_table:
+    input:
+        files=computed_table_inputs,
+        paper="bench/report/paper_numbers.yaml",
+    output:
+        md=report("reports/tables/{table}.md", caption="report/computed_tables.rst", category="Tables",
+                  labels={"table": "{table}", "format": "Markdown"}),
+        tex="reports/tables/{table}.tex",
+        html=report("reports/tables/{table}.html", caption="report/computed_tables.rst", category="Tables",
+                    labels={"table": "{table}", "format": "HTML"}),
+    params:
+        spec=computed_table_spec_json,
+    wildcard_constraints:
+        table=COMPUTED_TABLES,
+    log:
+        "results/logs/tables/{table}.log",
+    group: cluster_group("computed_table")
+    resources:
+        **cluster_resources("computed_table"),
+    conda:
+        "../environment.yml"
+    shell:
+        "ltr-bench computed-table {wildcards.table} --input {input.files} --paper-numbers {input.paper} "
+        "--spec {params.spec:q} --md {output.md} --tex {output.tex} --html {output.html} > {log} 2>&1"
+
+
+rule neuralndcg_table1:
+    input:
+        lambda w: computed_table_outputs("neuralndcg_table1"),
+
+
+rule neuralndcg_table2:
+    input:
+        lambda w: computed_table_outputs("neuralndcg_table2"),
+
+
+rule arf_table9:
+    input:
+        lambda w: computed_table_outputs("arf_table9"),
+
+
+rule toy_sort:
+    output:
+        plan.TOY_SORT,
+    params:
+        taus=lambda w: " ".join(map(str, config["computed_tables"]["neuralndcg_table1"]["taus"])),
+    log:
+        "results/logs/tables/toy_sort.log",
+    group: cluster_group("toy_sort")
+    resources:
+        **cluster_resources("toy_sort"),
+    conda:
+        "../environment.yml"
+    shell:
+        "ltr-bench toy-sort --taus {params.taus} --out {output} > {log} 2>&1"

@@ -7,7 +7,8 @@ target to everything it needs, so the two cannot disagree (``tests/config/test_j
 compares the counts per rule with ``snakemake -n`` on the default, paper and scale profiles).
 
 Targets: ``all`` (every enabled table and figure, and the HTML report), a table or figure
-name (:data:`bench.config.plan.TABLES`, :data:`~bench.config.plan.FIGURES`), ``freeze`` and
+name (:data:`bench.config.plan.TABLES`, :data:`~bench.config.plan.COMPUTED_TABLES`,
+:data:`~bench.config.plan.FIGURES`), ``freeze`` and
 ``compare``. A job is one Snakemake job (``rule`` + its main ``output``) with the targets that
 need it: a run shared by two tables is one job needed by both.
 
@@ -104,9 +105,34 @@ class _Jobs:
         elif figure == "recall_heatmap":
             for dataset, _ in plan.heatmap_datasets(self.config):  # one model per (method, m, k)
                 self.evaluation("recall_heatmap", dataset)
+        elif figure == "annealing_figure":
+            dataset = plan.resolve_role(self.config, spec["dataset"])
+            fold = spec.get("fold") or self.config["datasets"][dataset]["folds"][0]
+            seeds = spec.get("seeds") or self.config["protocols"][spec["protocol"]]["seeds"]
+            self.runs(spec["protocol"], dataset, fold, list(spec["methods"]), list(seeds))
+        elif figure == "letor_curves":
+            for dataset in plan.table_datasets(self.config, spec["table"]):
+                self.evaluation(spec["table"], dataset)
         else:
             self.add("loss_curves", plan.LOSS_CURVES)
         self.add("figure", plan.figure_outputs(self.config, figure)[0], figure=figure)
+
+    def computed_table(self, name: str) -> None:
+        """A table of ``computed_tables:``: the toy table, every prepared fold, or the runs it reads."""
+        kind = plan.COMPUTED_TABLES[name][0]
+        if kind == "toy_sort":
+            self.add("toy_sort", plan.TOY_SORT)
+        elif kind == "datasets":
+            for dataset in plan.study_datasets(self.config):
+                self.prepared(dataset, list(self.config["datasets"][dataset]["folds"]))
+        else:
+            spec = self.config["computed_tables"][name]
+            table = spec["table"]
+            dataset = plan.resolve_role(self.config, spec["dataset"], self.config["tables"][table])
+            ev = plan.evaluation(self.config, table, dataset)
+            for fold in ev.folds:
+                self.runs(ev.experiment, dataset, fold, ev.methods, ev.seeds)
+        self.add("computed_table", plan.computed_table_outputs(self.config, name)[0], table=name)
 
     def freeze(self) -> None:
         for dataset in plan.freeze_datasets(self.config):
@@ -130,17 +156,21 @@ def expand_targets(config: dict[str, Any], targets: list[str]) -> list[str]:
     out: list[str] = []
     for target in targets or [TARGET_ALL]:
         if target == TARGET_ALL:
-            out += [*plan.enabled_tables(config), *plan.enabled_figures(config), "report"]
+            out += [*plan.enabled_tables(config), *plan.enabled_computed_tables(config),
+                    *plan.enabled_figures(config), "report"]
         elif target in plan.TABLES:
             plan.table_outputs(config, target)  # enabled?
             out.append(target)
         elif target in plan.FIGURES:
             plan.figure_outputs(config, target)
             out.append(target)
+        elif target in plan.COMPUTED_TABLES:
+            plan.computed_table_outputs(config, target)
+            out.append(target)
         elif target in OTHER_TARGETS:
             out.append(target)
         else:
-            known = [TARGET_ALL, *plan.TABLES, *plan.FIGURES, *OTHER_TARGETS]
+            known = [TARGET_ALL, *plan.TABLES, *plan.COMPUTED_TABLES, *plan.FIGURES, *OTHER_TARGETS]
             raise ConfigError(f"unknown target {target!r}; known: {', '.join(known)}")
     return list(dict.fromkeys(out))
 
@@ -154,7 +184,10 @@ def target_jobs(config: dict[str, Any], targets: list[str]) -> list[Job]:
             jobs.table(target)
         elif target in plan.FIGURES:
             jobs.figure(target)
+        elif target in plan.COMPUTED_TABLES:
+            jobs.computed_table(target)
         elif target == "report":
+            jobs.add("coverage", plan.COVERAGE)
             jobs.add("report", "reports/report.html")
         else:
             getattr(jobs, target)()

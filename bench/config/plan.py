@@ -30,7 +30,7 @@ from bench.config import heatmap, kinds, schema
 from bench.config.run import model_type
 from bench.errors import ConfigError
 
-TABLES = (
+TABLES: tuple[str, ...] = (
     "pirank_table1",
     "neuralndcg_table3",
     "arf_table2",
@@ -49,8 +49,26 @@ TABLE_SOURCES = {
 }
 # the recall heatmap reproduces ARF's Figs. 2-6, so it grades with ARF's eq. 4 (bench.metrics)
 HEATMAP_RECALL = heatmap.RECALL
-FIGURES = ("scaling_figure", "temperature_figure", "listsize_figure", "recall_heatmap", "neuralndcg_curves")
+FIGURES: tuple[str, ...] = ("scaling_figure", "temperature_figure", "listsize_figure", "recall_heatmap", "neuralndcg_curves")
 COMPARE_EXPERIMENT = "compare"
+
+# Issue 26: the papers' tables and figures beyond the paired-statistics tables above.
+# ARF Tables 6-8 (temperature sensitivity) are statistics tables like the others.
+TABLES += ("arf_table6", "arf_table7", "arf_table8")
+TABLE_SOURCES.update({
+    "arf_table6": "ARF (Wang et al. 2024) Appendix Table 6",
+    "arf_table7": "ARF (Wang et al. 2024) Appendix Table 7",
+    "arf_table8": "ARF (Wang et al. 2024) Appendix Table 8",
+})
+# Tables rendered from a computed table other than paired statistics (``computed_tables:``):
+# name -> (kind, what it reproduces). The kind picks the builder (bench.report.computed).
+COMPUTED_TABLES = {
+    "neuralndcg_table1": ("toy_sort", "NeuralNDCG (Pobrotyn & Bialobrzeski 2021) Table 1"),
+    "neuralndcg_table2": ("datasets", "NeuralNDCG (Pobrotyn & Bialobrzeski 2021) Table 2"),
+    "arf_table9": ("run_costs", "ARF (Wang et al. 2024) Appendix Table 9"),
+}
+# PiRank Fig. 13 (temperature annealing, tau = 1e12) and SinkProp Fig. 2 as curves
+FIGURES += ("annealing_figure", "letor_curves")
 
 
 # ----------------------------------------------------------------------------- methods and roles
@@ -354,7 +372,8 @@ def figure_outputs(config: dict[str, Any], figure: str) -> list[str]:
 def report_inputs(config: dict[str, Any]) -> list[str]:
     """Every enabled table and figure: the inputs of ``all`` and of the HTML report."""
     tables = [f for t in enabled_tables(config) for f in table_outputs(config, t)]
-    return tables + [f for fig in enabled_figures(config) for f in figure_outputs(config, fig)]
+    tables += [f for t in enabled_computed_tables(config) for f in computed_table_outputs(config, t)]
+    return tables + [f for fig in enabled_figures(config) for f in figure_outputs(config, fig)] + [COVERAGE]
 
 
 def freeze_outputs(config: dict[str, Any]) -> list[str]:
@@ -530,6 +549,8 @@ def temperature_runs(config: dict[str, Any]) -> list[list]:
 def figure_spec(config: dict[str, Any], figure: str) -> dict[str, Any]:
     """What ``ltr-bench figure`` draws besides its input files."""
     spec = config["figures"][figure]
+    if figure in PAPER_FIGURE_SPECS:
+        return PAPER_FIGURE_SPECS[figure](config)
     if figure == "scaling_figure":
         return {"steps": spec["steps"], "batch_lists": spec["batch_lists"]}
     if figure == "temperature_figure":
@@ -547,6 +568,10 @@ def figure_inputs(config: dict[str, Any], figure: str) -> list[str]:
     """The computed tables a figure reads (temperature: the run curves named in its spec)."""
     figure_outputs(config, figure)  # enabled?
     spec = config["figures"][figure]
+    if figure == "annealing_figure":
+        return [f"{d}/curve.csv" for _, dirs in figure_runs(config, figure) for d in dirs]
+    if figure == "letor_curves":
+        return evaluated_files(config, spec["table"], table_datasets(config, spec["table"]))
     if figure == "scaling_figure":
         return [SCALING_CSV]
     if figure == "temperature_figure":
@@ -560,7 +585,7 @@ def figure_inputs(config: dict[str, Any], figure: str) -> list[str]:
 
 def figure_reads_inputs(figure: str) -> bool:
     """Whether ``ltr-bench figure`` gets its inputs as ``--input`` (temperature reads its spec)."""
-    return figure != "temperature_figure"
+    return figure not in ("temperature_figure", "annealing_figure")
 
 
 def loss_curves_args(config: dict[str, Any]) -> list[str]:
@@ -658,3 +683,136 @@ def heatmap_spec(config: dict[str, Any]) -> dict[str, Any]:
                          for row, run in rows if row.base == base],
             })
     return {"metric": heatmap.RECALL, "grid": [list(p) for p in heatmap.grid_pairs(spec)], "panels": panels}
+
+
+# ----------------------------------------------------------------------------- computed tables (issue 26)
+
+TOY_SORT = "results/tables/neuralsort_toy.parquet"
+COVERAGE = "reports/coverage.html"  # docs/coverage.md as a page of the report
+
+
+def coverage_args(config: dict[str, Any]) -> list[str]:
+    """``ltr-bench coverage``'s ``--enabled`` and ``--profile``: the targets this profile builds."""
+    names = [*enabled_tables(config), *enabled_computed_tables(config), *enabled_figures(config)]
+    return ["--enabled", *names, "--profile", config["profile"]]
+
+
+def enabled_computed_tables(config: dict[str, Any]) -> list[str]:
+    """The enabled entries of ``computed_tables:``, in :data:`COMPUTED_TABLES` order."""
+    section = config.get("computed_tables", {})
+    return [t for t in COMPUTED_TABLES if t in section and section[t].get("enabled", True)]
+
+
+def computed_table_outputs(config: dict[str, Any], name: str) -> list[str]:
+    if name not in enabled_computed_tables(config):
+        raise ConfigError(f"table {name} is not enabled in profile {config['profile']} "
+                          f"(config key 'computed_tables.{name}')")
+    return [f"reports/tables/{name}.{fmt}" for fmt in TABLE_FORMATS]
+
+
+def study_datasets(config: dict[str, Any]) -> list[str]:
+    """Every dataset the profile prepares: the enabled ones, then those its enabled tables and
+    figures reach through a role (the ARF-filtered copies are disabled but used by ARF's tables)."""
+    names = enabled_datasets(config) + [ds for t in enabled_tables(config) for ds in table_datasets(config, t)]
+    figures = config.get("figures", {})
+    names += [resolve_role(config, figures[f]["dataset"]) for f in enabled_figures(config) if "dataset" in figures[f]]
+    if heatmap.FIGURE in enabled_figures(config):
+        names += [dataset for dataset, _ in heatmap_datasets(config)]
+    return _dedupe(names)
+
+
+def _cost_runs(config: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    """``arf_table9``: the dataset and the runs (method, seed, dir) of its source table on it."""
+    spec = config["computed_tables"]["arf_table9"]
+    table = spec["table"]
+    if table not in enabled_tables(config):
+        raise ConfigError(f"config key 'computed_tables.arf_table9.table': {table!r} is not an enabled table")
+    dataset = resolve_role(config, spec["dataset"], config["tables"][table])
+    if dataset not in table_datasets(config, table):
+        raise ConfigError(f"config key 'computed_tables.arf_table9.dataset': {spec['dataset']!r} is not a "
+                          f"dataset of table {table} ({table_datasets(config, table)})")
+    ev = evaluation(config, table, dataset)
+    runs = [{"method": m, "seed": s, "dir": RUN.format(experiment=ev.experiment, dataset=dataset, fold=f,
+                                                       method=m, seed=s)}
+            for f in ev.folds for m in ev.methods for s in ev.seeds]
+    return dataset, runs
+
+
+def computed_table_inputs(config: dict[str, Any], name: str) -> list[str]:
+    """The files a computed table reads: the toy table, the prepared folds, or the runs' records."""
+    computed_table_outputs(config, name)  # enabled?
+    kind = COMPUTED_TABLES[name][0]
+    if kind == "toy_sort":
+        return [TOY_SORT]
+    if kind == "datasets":
+        return [d for ds in study_datasets(config) for d in prepared_folds(config, ds)]
+    _, runs = _cost_runs(config)
+    return [f"{r['dir']}/{f}" for r in runs for f in ("run.json", "curve.csv")]
+
+
+def computed_table_spec(config: dict[str, Any], name: str) -> dict[str, Any]:
+    """What ``ltr-bench computed-table`` renders besides its input files."""
+    spec = config["computed_tables"][name]
+    kind, source = COMPUTED_TABLES[name]
+    out: dict[str, Any] = {"name": name, "kind": kind, "title": spec.get("title", name), "source": source,
+                           "profile": config["profile"], "paper": spec.get("paper")}
+    if kind == "toy_sort":
+        out["taus"] = list(spec["taus"])
+    elif kind == "datasets":
+        compared = table_roles(config, spec["compare_table"]) if spec["compare_table"] in enabled_tables(config) else {}
+        out["datasets"] = [{"name": ds, "label": config["datasets"][ds].get("label", ds),
+                            "source": config["datasets"][ds]["source"], "role": compared.get(ds),
+                            "folds": prepared_folds(config, ds)} for ds in study_datasets(config)]
+    else:
+        dataset, runs = _cost_runs(config)
+        table = spec["table"]
+        _, train = protocol_for_dataset(config, config["tables"][table]["protocol"], dataset)
+        out.update({"dataset": dataset, "label": config["datasets"][dataset].get("label", dataset),
+                    "role": table_roles(config, table).get(dataset), "runs": runs,
+                    "methods": method_labels(config, table_methods(config, table)),
+                    "batch_size": train["batch_size"], "list_size": train["list_size"]})
+    return out
+
+
+# ----------------------------------------------------------------------------- paper figures (issue 26)
+
+
+def figure_runs(config: dict[str, Any], figure: str) -> list[list]:
+    """``[[label, [run dir per seed]], ...]`` of a figure drawn from run curves, in legend order."""
+    spec = config["figures"][figure]
+    dataset = resolve_role(config, spec["dataset"])
+    fold = spec.get("fold") or config["datasets"][dataset]["folds"][0]
+    seeds = spec.get("seeds") or config["protocols"][spec["protocol"]]["seeds"]
+    return [[config["methods"][m].get("label", m),
+             [RUN.format(experiment=spec["protocol"], dataset=dataset, fold=fold, method=m, seed=s) for s in seeds]]
+            for m in spec["methods"]]
+
+
+def _annealing_spec(config: dict[str, Any]) -> dict[str, Any]:
+    """PiRank Fig. 13: the runs, which of them the paper highlights, the schedule of each."""
+    spec = config["figures"]["annealing_figure"]
+    methods = config["methods"]
+    for key in ("annealed", "high_tau"):
+        if spec[key] not in spec["methods"]:
+            raise ConfigError(f"config key 'figures.annealing_figure.{key}': {spec[key]!r} is not one of its methods")
+    return {"runs": figure_runs(config, "annealing_figure"), "metric": spec["metric"],
+            "annealed": methods[spec["annealed"]].get("label", spec["annealed"]),
+            "high_tau": methods[spec["high_tau"]].get("label", spec["high_tau"]),
+            "taus": {methods[m].get("label", m): (methods[m].get("params") or {}).get("tau") for m in spec["methods"]}}
+
+
+def _letor_curves_spec(config: dict[str, Any]) -> dict[str, Any]:
+    """SinkProp Fig. 2: the LETOR table's datasets (with their paper role), methods and NDCG@1..k."""
+    spec = config["figures"]["letor_curves"]
+    table = spec["table"]
+    if table not in enabled_tables(config):
+        raise ConfigError(f"config key 'figures.letor_curves.table': {table!r} is not an enabled table")
+    roles = table_roles(config, table)
+    return {"table": table, "metrics": [f"ndcg@{k}" for k in range(1, spec["max_k"] + 1)],
+            "datasets": [{"name": ds, "label": config["datasets"][ds].get("label", ds), "role": roles.get(ds)}
+                         for ds in table_datasets(config, table)],
+            "methods": method_labels(config, table_methods(config, table)),
+            "paper": config["tables"][table].get("paper")}
+
+
+PAPER_FIGURE_SPECS = {"annealing_figure": _annealing_spec, "letor_curves": _letor_curves_spec}

@@ -10,6 +10,11 @@ JSON object (``--spec``) that the workflow builds from the validated config.
   ``listsize_figure`` the listsize statistics parquet, ``recall_heatmap`` the evaluated
   per-query parquet files (:mod:`bench.report.heatmap`), ``neuralndcg_curves`` the table of ``ltr-bench loss-curves``,
   ``temperature_figure`` reads the run directories named in the spec.
+- ``computed-table NAME --input FILE ... --spec JSON --md M --tex T --html H``: render a table
+  of ``computed_tables:`` (:mod:`bench.report.computed`: NeuralSort's toy sort, the datasets'
+  statistics, the runs' time and memory).
+- ``coverage --doc docs/coverage.md --enabled NAME ... --profile P --html H``: the coverage list
+  of every table and figure of the four papers as a report page (:mod:`bench.report.coverage`).
 - ``compare-table --frozen DIR --new P.parquet ... --spec JSON --md M --html H``: verify the
   frozen baselines (:func:`bench.frozen.check_frozen`), run the paired tests of
   :func:`bench.stats.significance` on the new losses together with every frozen baseline,
@@ -61,12 +66,34 @@ def _cli_table(args) -> int:
     return 0
 
 
+def _cli_computed(args) -> int:
+    from bench.report.computed import build
+    from bench.report.paper import load_paper_numbers
+
+    spec = _spec(args.spec)
+    spec.setdefault("name", args.name)
+    paper = load_paper_numbers(args.paper_numbers) if args.paper_numbers else load_paper_numbers()
+    _write_table(build(list(args.input or []), spec, paper), args.md, args.tex, args.html)
+    return 0
+
+
+def _cli_coverage(args) -> int:
+    from bench.report.coverage import read_coverage, to_html
+
+    write_files({args.html: to_html(read_coverage(args.doc), list(args.enabled or []), args.profile).encode("utf-8")})
+    return 0
+
+
 def _cli_figure(args) -> int:
     from bench.report import figures as F
+    from bench.report.paper_figures import DRAW
 
     spec = _spec(args.spec)
     name = args.name
     inputs = list(args.input or [])
+    if name in DRAW:  # the papers' figures of issue 26 (bench/report/paper_figures.py)
+        F.save(DRAW[name](spec, inputs), args.png, args.pdf)
+        return 0
     if name == "scaling_figure":
         fig = F.scaling_figure(pd.read_csv(_one(inputs, name)), spec.get("steps"), spec.get("batch_lists"))
     elif name == "temperature_figure":
@@ -175,6 +202,21 @@ def register_cli(subparsers) -> None:
     f.add_argument("--png", required=True)
     f.add_argument("--pdf", required=True)
     f.set_defaults(func=_cli_figure)
+    d = subparsers.add_parser("computed-table", help="render a table computed from something other than statistics")
+    d.add_argument("name")
+    d.add_argument("--input", nargs="*", help="toy-sort table, prepared folds or run directories' files")
+    d.add_argument("--spec", required=True, help="table spec as JSON (built by the workflow)")
+    d.add_argument("--paper-numbers", help="paper numbers YAML (default: bench/report/paper_numbers.yaml)")
+    d.add_argument("--md")
+    d.add_argument("--tex")
+    d.add_argument("--html")
+    d.set_defaults(func=_cli_computed)
+    v = subparsers.add_parser("coverage", help="the coverage list of docs/coverage.md as a report page")
+    v.add_argument("--doc", required=True, help="docs/coverage.md")
+    v.add_argument("--enabled", nargs="*", help="the tables and figures this profile builds")
+    v.add_argument("--profile", required=True)
+    v.add_argument("--html", required=True)
+    v.set_defaults(func=_cli_coverage)
     c = subparsers.add_parser("compare-table", help="new losses vs frozen baselines, paired tests, rendered")
     c.add_argument("--frozen", required=True, help="results/frozen/<profile>/<dataset>")
     c.add_argument("--new", required=True, nargs="+", help="evaluated per-query parquet files of the new losses")

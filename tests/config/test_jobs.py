@@ -36,7 +36,9 @@ def snakemake_counts(target: str, configfiles: list[str]) -> Counter:
 @pytest.mark.parametrize(("profile", "target"), [("default", "all"), ("paper", "all"), ("scale", "all"),
                                                  ("default", "listsize_figure"), ("default", "recall_heatmap"),
                                                  ("paper", "arf_table2"), ("default", "freeze"),
-                                                 ("compare", "compare")])
+                                                 ("compare", "compare"), ("default", "neuralndcg_table2"),
+                                                 ("default", "arf_table9"), ("default", "annealing_figure"),
+                                                 ("paper", "letor_curves"), ("paper", "arf_table6")])
 def test_jobs_equal_snakemakes_dag(profile, target):
     expected = snakemake_counts(target, PROFILES[profile])
     expected.pop(target, None)  # the target rule itself (all, or a named table/figure)
@@ -48,7 +50,10 @@ def test_paper_profile_counts_of_the_issue():
     got = Counter(job.rule for job in target_jobs(load_config("config/paper.yaml"), ["all"]))
     # 2917 neural runs: the LETOR table has no sigmoid-scaled RMSE row (45 runs fewer, issue 22);
     # + 72: the recall heatmaps' models per (m, k), 12 per dataset not in the ARF table, x 2 x 3 seeds
-    assert (got["train"], got["gbdt"], got["linear"], got["prepare"]) == (2917 + 72, 359, 45, 54)
+    # + 162 for ARF Tables 6-8 (3 losses x 9 temperatures x 2 datasets x 3 seeds) and 2 for PiRank
+    # Fig. 13 (the annealed and tau = 1e12 runs; Fig. 5's four runs are shared), issue 26
+    assert (got["train"], got["gbdt"], got["linear"], got["prepare"]) == (2917 + 72 + 162 + 2, 359, 45, 54)
+    assert (got["computed_table"], got["toy_sort"], got["coverage"]) == (3, 1, 1)
 
 
 def test_a_shared_run_is_one_job_needed_by_every_target():

@@ -91,7 +91,8 @@ def test_recall_freeze_and_compare_evaluations(cfg):
 
 def test_targets_list_every_enabled_table_and_figure_and_refuse_disabled_ones(cfg):
     outputs = plan.report_inputs(cfg)
-    assert len(outputs) == 3 * len(plan.TABLES) + 2 * len(plan.FIGURES)
+    assert len(outputs) == 3 * (len(plan.TABLES) + len(plan.COMPUTED_TABLES)) + 2 * len(plan.FIGURES) + 1
+    assert outputs[-1] == plan.COVERAGE and "reports/tables/neuralndcg_table2.md" in outputs
     assert plan.table_outputs(cfg, "unified_table") == [f"reports/tables/unified_table.{f}" for f in ("md", "tex", "html")]
     off = cv.load_config(overrides={"tables": {"arf_table2": {"enabled": False}}})
     with pytest.raises(ConfigError, match="table arf_table2 is not enabled in profile default"):
@@ -214,3 +215,56 @@ def test_convention_config_global_and_per_dataset():
         cv.load_config(overrides={"evaluation": {"convention": "letor5"}})
     with pytest.raises(ConfigError, match=r"evaluation.ties.*mq2007.*letor4"):
         cv.load_config(paper, overrides={"evaluation": {"ties": "expected"}})
+
+
+def test_neuralndcg_batch_is_64_on_web30k_and_110_on_istella_in_the_resolved_job_config():
+    """NeuralNDCG Sec. 5.3: "The batch size was set to 64 (Web30K) or 110 (Istella)"; the job's
+    JSON (what ``ltr-bench train --config`` reads) and the settings the trainer resolves from it."""
+    from bench.config.settings import resolve_neural
+
+    cfg = cv.load_config(ROOT / "config" / "paper.yaml")
+    want = {"mslr-web30k": (64, 96), "istella": (110, 128)}
+    assert set(plan.table_datasets(cfg, "neuralndcg_table3")) == set(want)
+    for dataset, (batch, width) in want.items():
+        for method in plan.table_methods(cfg, "neuralndcg_table3"):
+            if plan.method_kind(cfg["methods"][method]) != "neural":
+                continue
+            job = plan.run_config(cfg, "neuralndcg", dataset, method)
+            assert job["train"]["batch_size"] == batch, (dataset, method)
+            settings = resolve_neural(job, method)
+            assert (settings["train"]["batch_size"], settings["model"]["input_proj"]) == (batch, width)
+            assert settings["train"]["list_size"] == 240
+
+
+def test_computed_tables_read_every_prepared_fold_the_runs_records_or_the_toy_table(cfg):
+    assert plan.computed_table_inputs(cfg, "neuralndcg_table1") == [plan.TOY_SORT]
+    assert plan.computed_table_inputs(cfg, "neuralndcg_table2") == [
+        "results/prepared/syn-web/Fold1", "results/prepared/syn-letor/Fold1", "results/prepared/syn-letor/Fold2"]
+    files = plan.computed_table_inputs(cfg, "arf_table9")
+    n_runs = len(plan.table_methods(cfg, "arf_table2")) * len(plan.table_seeds(cfg, "arf_table2"))
+    assert len(files) == 2 * n_runs and files[0] == "results/runs/arf/syn-web/Fold1/softmax/seed0/run.json"
+    paper = cv.load_config(ROOT / "config" / "paper.yaml")
+    spec = plan.computed_table_spec(paper, "arf_table9")
+    assert (spec["dataset"], spec["role"], len(spec["runs"])) == ("istella-arf", "istella", 9 * 3)
+    stats = plan.computed_table_spec(paper, "neuralndcg_table2")["datasets"]
+    # the paper's statistics go beside NeuralNDCG's own datasets only (not the ARF-filtered copies)
+    assert {d["name"]: d["role"] for d in stats if d["role"]} == {"mslr-web30k": "mslr-web30k", "istella": "istella"}
+    assert {"mslr-web30k-arf", "istella-arf"} <= {d["name"] for d in stats}
+    off = cv.load_config(ROOT / "config" / "paper.yaml",
+                         overrides={"computed_tables": {"arf_table9": {"table": "pirank_table1"}}})  # no Istella
+    with pytest.raises(ConfigError, match="computed_tables.arf_table9.dataset"):
+        plan.computed_table_inputs(off, "arf_table9")
+    off = cv.load_config(overrides={"tables": {"arf_table2": {"enabled": False}}})
+    with pytest.raises(ConfigError, match="computed_tables.arf_table9.table': 'arf_table2' is not an enabled"):
+        plan.computed_table_spec(off, "arf_table9")
+
+
+def test_annealing_figure_names_its_annealed_and_high_tau_runs(cfg):
+    spec = plan.figure_spec(cfg, "annealing_figure")
+    assert [label for label, _ in spec["runs"]][-2:] == [spec["annealed"], spec["high_tau"]]
+    assert spec["taus"]["tau=1e12"] == 1e12 and spec["taus"][spec["annealed"]] is None
+    anneal = cfg["methods"]["pirank_ndcg_anneal"]["train"]["tau_schedule"]
+    assert anneal == {"kind": "exponential", "start": 10.0, "end": 0.1}
+    off = cv.load_config(overrides={"figures": {"annealing_figure": {"high_tau": "ranknet"}}})
+    with pytest.raises(ConfigError, match="figures.annealing_figure.high_tau"):
+        plan.figure_spec(off, "annealing_figure")

@@ -113,7 +113,7 @@ def test_invalid_config_fails_before_any_job_naming_the_key(tmp_path):
 
 
 COPIED = ("Snakefile", "environment.yml", "workflows", "config", "examples", "results/frozen",
-          "bench/report/paper_numbers.yaml")
+          "bench/report/paper_numbers.yaml", "docs/coverage.md")  # the coverage rule renders it
 
 
 def _copy_workflow(root: Path) -> Path:

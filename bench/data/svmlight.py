@@ -12,8 +12,11 @@ trailing whitespace, blank or comment-only lines, which are skipped).
 
 How it is fast: the file is memory-mapped and parsed as raw bytes by two numba kernels that
 run in parallel over line-aligned chunks. Pass 1 counts the data lines of each chunk and finds
-the largest feature index (the last index of a line, since indices ascend); pass 2 parses every
-number straight into the preallocated dense matrix.
+the largest feature index (the last index of a line, since indices ascend); it only looks for
+newlines, ``#`` and NUL, 64 bytes at a time in a vectorised test. Pass 2 parses every number
+straight into the preallocated dense matrix in one forward pass per line (a token ends at
+whitespace or ``#``, so lines are not pre-scanned for their end); indices and plain decimals
+``[-]int[.frac]`` are read 8 bytes at a time (SWAR digit runs), anything else byte by byte.
 
 How numbers are rounded: a value is the decimal ``m * 10**e``. When ``m < 2**53`` and
 ``|e| <= 22`` both factors are exact doubles, so one multiplication or division gives the
@@ -62,6 +65,7 @@ from pathlib import Path
 import numba
 import numpy as np
 from numba import prange
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 from bench.data._jit import njit
 from bench.errors import SvmlightFormatError
@@ -89,12 +93,19 @@ _MESSAGES = {
 _P10_LO = -70
 _P10 = np.array([float(f"1e{k}") for k in range(_P10_LO, 41)], dtype=np.float64)
 _TWO53 = 2**53
+_P10_INT = np.array([10**k for k in range(19)], dtype=np.uint64)
 _SLOW_CAPACITY = 1024  # ambiguous-rounding tokens per chunk before a chunk is re-run
 
 
 @njit(inline="always")
 def _is_ws(c):
     return c == 32 or (c >= 9 and c <= 13)
+
+
+@njit(inline="always")
+def _is_end(c):
+    """A byte that may follow a token: whitespace (newline included) or the comment mark."""
+    return c == 32 or (c >= 9 and c <= 13) or c == 35
 
 
 @njit(inline="always")
@@ -120,7 +131,7 @@ _W_INFINITY = np.array([ord(c) for c in "infinity"], dtype=np.uint8)
 
 @njit
 def _parse_number(buf, i, end):
-    """Parse the float token starting at ``buf[i]``; it ends at whitespace or ``end``.
+    """Parse the float token starting at ``buf[i]``; it ends at whitespace, ``#`` or ``end``.
 
     Returns ``(value, next_i, status)``: status 0 = ok (``value`` casts to the right float32),
     1 = valid but rounding ambiguous (use Python's float), 2 = not a number.
@@ -141,7 +152,7 @@ def _parse_number(buf, i, end):
             i += 3
         else:
             return 0.0, i, 2
-        if i < end and not _is_ws(buf[i]):
+        if i < end and not _is_end(buf[i]):
             return 0.0, i, 2
         return (-val if neg else val), i, 0
     m = np.int64(0)
@@ -200,7 +211,7 @@ def _parse_number(buf, i, end):
         if not exp_digit:
             return 0.0, i, 2
         e += -ex if eneg else ex
-    if i < end and not _is_ws(buf[i]):
+    if i < end and not _is_end(buf[i]):
         return 0.0, i, 2
     status = 0
     if m == 0:
@@ -243,9 +254,203 @@ def _count_newlines(buf, end):
     return n
 
 
+@njit(inline="always")
+def _parse_value(buf, i, end):
+    """Fast path of :func:`_parse_number` for plain decimals of at most 18 digits.
+
+    Accumulates every digit (leading zeros included, they add nothing) into one int64 ``m``
+    and counts the fraction digits into ``e``, reads an optional exponent, and when
+    ``m <= 2**53`` and ``|e| <= 22`` gives the same single correctly rounded operation as
+    :func:`_parse_number` (whose ``m`` and ``e`` are equal for such tokens). Any other token
+    (more digits, nan/inf, a large exponent, malformed text) is re-read from its start by
+    :func:`_parse_number`, so both give the same ``(value, next_i, status)``.
+    """
+    s = i
+    neg = False
+    if i < end and buf[i] == 45:
+        neg = True
+        i += 1
+    m = np.int64(0)
+    nd = 0
+    while i < end:
+        d = np.int64(buf[i]) - 48
+        if d < 0 or d > 9:
+            break
+        m = m * 10 + d
+        nd += 1
+        i += 1
+    e = 0
+    if i < end and buf[i] == 46:  # '.'
+        i += 1
+        while i < end:
+            d = np.int64(buf[i]) - 48
+            if d < 0 or d > 9:
+                break
+            m = m * 10 + d
+            nd += 1
+            e -= 1
+            i += 1
+    if nd == 0 or nd > 18:
+        return _parse_number(buf, s, end)
+    if i < end and (buf[i] == 101 or buf[i] == 69):  # exponent
+        j = i + 1
+        eneg = False
+        if j < end and (buf[j] == 45 or buf[j] == 43):
+            eneg = buf[j] == 45
+            j += 1
+        ex = 0
+        ne = 0
+        while j < end and ne < 4:
+            d = np.int64(buf[j]) - 48
+            if d < 0 or d > 9:
+                break
+            ex = ex * 10 + d
+            ne += 1
+            j += 1
+        if ne == 0 or ne == 4:
+            return _parse_number(buf, s, end)
+        e += -ex if eneg else ex
+        i = j
+    if i < end and not _is_end(buf[i]):
+        return 0.0, i, 2
+    if m == 0:
+        v = 0.0
+    elif m <= _TWO53 and e >= -22 and e <= 22:
+        v = np.float64(m) * _P10[e - _P10_LO] if e >= 0 else np.float64(m) / _P10[-e - _P10_LO]
+    else:
+        return _parse_number(buf, s, end)
+    return (-v if neg else v), i, 0
+
+
+_U8 = np.uint64(8)
+_ONES30 = np.uint64(0x3030303030303030)
+_ONES76 = np.uint64(0x7676767676767676)
+_HIGH = np.uint64(0x8080808080808080)
+_M1 = np.uint64(0x000000FF000000FF)
+_MUL1 = np.uint64(100 + (1000000 << 32))
+_MUL2 = np.uint64(1 + (10000 << 32))
+
+
+@njit(inline="always")
+def _load8(buf, k):
+    """The 8 bytes ``buf[k:k + 8]`` as a little-endian uint64 (LLVM merges it into one load)."""
+    return (np.uint64(buf[k]) | (np.uint64(buf[k + 1]) << np.uint64(8))
+            | (np.uint64(buf[k + 2]) << np.uint64(16)) | (np.uint64(buf[k + 3]) << np.uint64(24))
+            | (np.uint64(buf[k + 4]) << np.uint64(32)) | (np.uint64(buf[k + 5]) << np.uint64(40))
+            | (np.uint64(buf[k + 6]) << np.uint64(48)) | (np.uint64(buf[k + 7]) << np.uint64(56)))
+
+
+@njit(inline="always")
+def _digit_run(buf, k):
+    """``(value, n)``: the run of ASCII digits starting at ``buf[k]``, read 8 bytes at once.
+
+    ``n`` (0..8) is the run's length; ``value`` is exact for ``n <= 8`` (0 when ``n == 0``).
+    Method (SWAR, branch-free): ``x = word - 0x30..30`` makes each digit byte 0..9; a byte
+    is no digit when ``x >= 10`` or its high bit is set, tested for all bytes as
+    ``t = ((x + 0x76..76) | x) & 0x80..80``; the first such byte (trailing zeros of ``t``
+    / 8; 64 when ``t == 0``) ends the run. Borrows and carries only move towards later
+    bytes, so the run is exact. The later bytes are masked off (``t & -t`` isolates the
+    first stop bit), the run is shifted to the top of the word (zero bytes below act as
+    leading zeros) and combined pairwise: ``x*10 + (x >> 8)``, then two multiply-shifts
+    (the method of simdjson's ``parse_eight_digits_unrolled``).
+    """
+    x = _load8(buf, k) - _ONES30
+    t = ((x + _ONES76) | x) & _HIGH
+    n = np.int64(trailing_zeros(t) >> np.uint64(3))
+    x &= ((t & (~t + np.uint64(1))) >> np.uint64(7)) - np.uint64(1)  # all ones when t == 0
+    sh = np.uint64(8 * (8 - n))
+    half = sh >> np.uint64(1)
+    x = (x << half) << (sh - half)  # two shifts: a shift by 64 is undefined
+    x = x * np.uint64(10) + (x >> _U8)
+    x = (((x & _M1) * _MUL1) + (((x >> np.uint64(16)) & _M1) * _MUL2)) >> np.uint64(32)
+    return x, n
+
+
+@njit(inline="always")
+def _parse_feature_value(buf, k, end):
+    """Value token at ``buf[k]``: 8-byte (SWAR) path for ``[-]int[.frac]`` of < 8 + < 8 digits.
+
+    ``m = int * 10**nfrac + frac`` and ``e = -nfrac`` are the ``m, e`` of
+    :func:`_parse_number` (leading zeros add nothing, at most 14 digits, so ``m < 2**53`` and
+    Clinger's single operation ``m / 10**nfrac`` applies), hence the same double. Sign and
+    dot are branched on (measured faster than selecting them arithmetically). Everything
+    else (longer runs, exponents, nan/inf, malformed text, the last bytes of a chunk) goes
+    to :func:`_parse_value`.
+    """
+    if k + 24 > end:
+        return _parse_value(buf, k, end)
+    p = k
+    neg = buf[p] == 45
+    if neg:
+        p += 1
+    ip, n1 = _digit_run(buf, p)
+    if n1 == 8:
+        return _parse_value(buf, k, end)
+    p += n1
+    m = ip
+    nf = 0
+    if buf[p] == 46:  # '.'
+        fp, nf = _digit_run(buf, p + 1)
+        if nf == 8:
+            return _parse_value(buf, k, end)
+        p += 1 + nf
+        if nf > 0:
+            m = ip * np.uint64(_P10_INT[nf]) + fp
+    if n1 + nf == 0 or not _is_end(buf[p]):
+        return _parse_value(buf, k, end)
+    v = np.float64(m) / _P10[nf - _P10_LO] if nf > 0 else np.float64(m)
+    return (-v if neg else v), p, 0
+
+
+@njit(inline="always")
+def _find_special(buf, i, end):
+    """First ``p >= i`` with ``buf[p]`` a newline, ``#`` or NUL (``end`` when none).
+
+    Blocks of 64 bytes are tested branch-free and skipped when they hold none; a block that
+    does is searched byte by byte. The block test is written so that LLVM vectorises it: a
+    fixed-length slice, uint8 arithmetic only, and ``min(b ^ 10, b ^ 35, b) == 0`` for "b is
+    one of the three" (about 3x faster than the same test on ``buf[i + k]`` with booleans).
+    """
+    while i + 64 <= end:
+        blk = buf[i:i + 64]
+        hit = np.uint8(0)
+        for k in range(64):
+            b = blk[k]
+            hit |= np.uint8(min(b ^ np.uint8(10), b ^ np.uint8(35), b) == 0)
+        if hit:
+            break
+        i += 64
+    while i < end:
+        b = buf[i]
+        if b == 10 or b == 35 or b == 0:
+            return i
+        i += 1
+    return end
+
+
+@njit(inline="always")
+def _find_newline(buf, i, end):
+    """First ``p >= i`` with ``buf[p]`` a newline (``end`` when none); 64-byte blocks as above."""
+    while i + 64 <= end:
+        blk = buf[i:i + 64]
+        hit = np.uint8(0)
+        for k in range(64):
+            hit |= np.uint8(blk[k] == 10)
+        if hit:
+            break
+        i += 64
+    while i < end and buf[i] != 10:
+        i += 1
+    return i
+
+
 @njit(parallel=True)
 def _scan(buf, starts, ends, nrows, maxidx, err):
-    """Pass 1: per chunk, count data lines and the largest (= last) feature index of a line."""
+    """Pass 1: per chunk, count data lines and the largest (= last) feature index of a line.
+
+    Only newlines, ``#`` and NUL bytes matter here, found with :func:`_find_special`; a data
+    line's last token is then read backwards from its end.
+    """
     for c in prange(starts.shape[0]):
         i = starts[c]
         end_c = ends[c]
@@ -254,15 +459,17 @@ def _scan(buf, starts, ends, nrows, maxidx, err):
         while i < end_c:
             ls = i
             hashp = -1
-            while i < end_c and buf[i] != 10:
-                b = buf[i]
-                if b == 35 and hashp < 0:
-                    hashp = i
-                elif b == 0:
-                    if err[c, 0] == 0:
-                        err[c, 0] = _E_NUL
-                        err[c, 1] = ls
-                        err[c, 2] = i
+            while True:
+                i = _find_special(buf, i, end_c)
+                if i >= end_c or buf[i] == 10:
+                    break
+                if buf[i] == 35:
+                    if hashp < 0:
+                        hashp = i
+                elif err[c, 0] == 0:
+                    err[c, 0] = _E_NUL
+                    err[c, 1] = ls
+                    err[c, 2] = i
                 i += 1
             de = hashp if hashp >= 0 else i
             i += 1
@@ -292,38 +499,40 @@ def _scan(buf, starts, ends, nrows, maxidx, err):
         maxidx[c] = mx
 
 
+@njit(inline="always")
+def _skip_blank(buf, k, end):
+    """Skip whitespace other than the newline."""
+    while k < end and buf[k] != 10 and _is_ws(buf[k]):
+        k += 1
+    return k
+
+
 @njit(parallel=True)
 def _fill(buf, starts, ends, row0, n_features, null_value, X, y, qid, rowoff,
           slow_row, slow_col, slow_pos, nslow, err):
-    """Pass 2: parse every data line of each chunk into row ``row0[c] + k`` of X, y, qid."""
+    """Pass 2: parse every data line of each chunk into row ``row0[c] + k`` of X, y, qid.
+
+    One forward pass per line: tokens are read as they come and the line ends at its newline
+    or its ``#`` (the comment is then skipped to the newline), so no byte is scanned twice.
+    """
     cap = slow_row.shape[1]
     for c in prange(starts.shape[0]):
         i = starts[c]
         end_c = ends[c]
         row = row0[c]
-        failed = False
-        while i < end_c and not failed:
+        while i < end_c:
             ls = i
-            hashp = -1
-            while i < end_c and buf[i] != 10:
-                if buf[i] == 35 and hashp < 0:
-                    hashp = i
-                i += 1
-            de = hashp if hashp >= 0 else i
-            i += 1
-            k = ls
-            while k < de and _is_ws(buf[k]):
-                k += 1
-            if k == de:
+            k = _skip_blank(buf, i, end_c)
+            if k >= end_c or buf[k] == 10 or buf[k] == 35:  # blank or comment-only line
+                i = _find_newline(buf, k, end_c) + 1
                 continue
             rowoff[row] = ls
             # label
-            v, k2, st = _parse_number(buf, k, de)
+            v, k2, st = _parse_value(buf, k, end_c)
             if st == 2:
                 err[c, 0] = _E_LABEL
                 err[c, 1] = ls
                 err[c, 2] = k
-                failed = True
                 break
             if st == 1:
                 n = nslow[c]
@@ -333,54 +542,57 @@ def _fill(buf, starts, ends, row0, n_features, null_value, X, y, qid, rowoff,
                     slow_pos[c, n] = k
                 nslow[c] = n + 1
             y[row] = np.float32(v)
-            k = k2
-            while k < de and _is_ws(buf[k]):
-                k += 1
+            k = _skip_blank(buf, k2, end_c)
             # qid
-            if not (de - k >= 4 and buf[k] == 113 and buf[k + 1] == 105 and buf[k + 2] == 100
-                    and buf[k + 3] == 58):
+            if not (end_c - k >= 4 and buf[k] == 113 and buf[k + 1] == 105
+                    and buf[k + 2] == 100 and buf[k + 3] == 58):
                 err[c, 0] = _E_NOQID
                 err[c, 1] = ls
                 err[c, 2] = k
-                failed = True
                 break
             tok = k
             k += 4
             qneg = False
-            if k < de and buf[k] == 45:
+            if k < end_c and buf[k] == 45:
                 qneg = True
                 k += 1
             qv = np.int64(0)
             nq = 0
-            while k < de and buf[k] >= 48 and buf[k] <= 57 and nq < 18:
+            while k < end_c and buf[k] >= 48 and buf[k] <= 57 and nq < 18:
                 qv = qv * 10 + (np.int64(buf[k]) - 48)
                 nq += 1
                 k += 1
-            if nq == 0 or (k < de and not _is_ws(buf[k])):
+            if nq == 0 or (k < end_c and not _is_end(buf[k])):
                 err[c, 0] = _E_QID
                 err[c, 1] = ls
                 err[c, 2] = tok
-                failed = True
                 break
             qid[row] = -qv if qneg else qv
             # features
             prev = 0
             over = 0
             while True:
-                while k < de and _is_ws(buf[k]):
-                    k += 1
-                if k >= de:
+                k = _skip_blank(buf, k, end_c)
+                if k >= end_c or buf[k] == 10 or buf[k] == 35:
                     break
                 tok = k
                 idx = np.int64(0)
                 nidx = 0
-                while k < de and buf[k] >= 48 and buf[k] <= 57 and nidx < 18:
-                    idx = idx * 10 + (np.int64(buf[k]) - 48)
-                    nidx += 1
-                    k += 1
-                if nidx == 0 or k >= de or buf[k] != 58:
-                    err[c, 0] = _E_TOKEN
-                    break
+                if k + 8 <= end_c:
+                    iv, nidx = _digit_run(buf, k)
+                    if nidx > 0 and nidx < 8 and buf[k + nidx] == 58:
+                        idx = np.int64(iv)
+                        k += nidx
+                    else:
+                        nidx = 0
+                if nidx == 0:  # the byte-wise reading, exact errors included
+                    while k < end_c and buf[k] >= 48 and buf[k] <= 57 and nidx < 18:
+                        idx = idx * 10 + (np.int64(buf[k]) - 48)
+                        nidx += 1
+                        k += 1
+                    if nidx == 0 or k >= end_c or buf[k] != 58:
+                        err[c, 0] = _E_TOKEN
+                        break
                 k += 1
                 if idx == 0:
                     err[c, 0] = _E_IDX0
@@ -390,13 +602,13 @@ def _fill(buf, starts, ends, row0, n_features, null_value, X, y, qid, rowoff,
                     err[c, 3] = prev
                     break
                 prev = idx
-                if de - k >= 4 and buf[k] == 78 and buf[k + 1] == 85 and buf[k + 2] == 76 \
-                        and buf[k + 3] == 76 and (de - k == 4 or _is_ws(buf[k + 4])):
+                if end_c - k >= 4 and buf[k] == 78 and buf[k + 1] == 85 and buf[k + 2] == 76 \
+                        and buf[k + 3] == 76 and (end_c - k == 4 or _is_end(buf[k + 4])):
                     v = null_value
                     k += 4
                     st = 0
                 else:
-                    v, k, st = _parse_number(buf, k, de)
+                    v, k, st = _parse_feature_value(buf, k, end_c)
                 if st == 2:
                     err[c, 0] = _E_VALUE
                     break
@@ -419,9 +631,9 @@ def _fill(buf, starts, ends, row0, n_features, null_value, X, y, qid, rowoff,
             if err[c, 0] != 0:
                 err[c, 1] = ls
                 err[c, 2] = tok
-                failed = True
                 break
             row += 1
+            i = _find_newline(buf, k, end_c) + 1
 
 
 def _chunks(buf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -102,6 +102,42 @@ def test_number_spellings_and_rounding_edge_cases(tmp_path):
     _assert_same(_write(tmp_path, "\n".join(lines) + "\n"))
 
 
+def test_digit_run_lengths_signs_and_comment_ends(tmp_path):
+    """The 8-byte (SWAR) paths: every integer and fraction length from 0 to 10 digits.
+
+    Indices of 1 to 3 digits and of 9 characters (an 8+ digit run goes to the byte-wise
+    reading), values with
+    leading/trailing zeros, signs, ``.5`` / ``5.``, exponents, a ``#`` right after a value,
+    tabs and CRLF, and tokens in a line's last 24 bytes (the byte-wise path at a chunk's end),
+    all equal to sklearn.
+    """
+    rnd = random.Random(11)
+
+    def digits(n: int) -> str:
+        return "".join(rnd.choice("0123456789") for _ in range(n))
+
+    lines = []
+    for k in range(300):
+        idx = sorted(rnd.sample(range(1, 200), 6))
+        toks = []
+        for j, i in enumerate(idx):
+            v = rnd.choice(["", "-"]) + digits(rnd.randint(0, 10))
+            if rnd.random() < 0.6:
+                v += "." + digits(rnd.randint(0, 10))
+            if v.strip("-.") == "":
+                v = rnd.choice(["0", "-0", ".5", "5.", "-0.0"])
+            if rnd.random() < 0.1:
+                v += rnd.choice(["e3", "E-2", "e+07"])
+            # every 7th line: 9-character indices (leading zeros), longer than one 8-byte word
+            toks.append(f"{i:09d}:{v}" if k % 7 == 0 and j % 2 else f"{i}:{v}")
+        sep = rnd.choice([" ", "\t", "  "])
+        end = rnd.choice(["", " ", "#c", " # docid = 7", "\r"])
+        lines.append(f"{k % 5} qid:{k // 3}{sep}" + sep.join(toks) + end)
+    p = _write(tmp_path, "\n".join(lines) + "\n")
+    _assert_same(p)
+    _assert_same(_write(tmp_path, "2 qid:1 3:-12.5#x\n", "short.txt"))
+
+
 def test_null_maps_to_null_value(tmp_path):
     p = _write(tmp_path, "0 qid:1 1:NULL 2:3\n1 qid:1 1:2 2:NULL\n")
     X, _, _ = read_svmlight(p)

@@ -47,8 +47,6 @@ TABLE_SOURCES = {
     "sinkprop_letor": "SinkProp (Adams & Zemel 2011) Fig. 2",
     "unified_table": None,
 }
-# the recall heatmap reproduces ARF's Figs. 2-6, so it grades with ARF's eq. 4 (bench.metrics)
-HEATMAP_RECALL = heatmap.RECALL
 FIGURES: tuple[str, ...] = ("scaling_figure", "temperature_figure", "listsize_figure", "recall_heatmap", "neuralndcg_curves")
 COMPARE_EXPERIMENT = "compare"
 

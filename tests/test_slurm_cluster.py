@@ -36,12 +36,13 @@ def _missing() -> list[str]:
     return [b for b in NEEDED if shutil.which(b) is None and not Path(f"/usr/sbin/{b}").exists()]
 
 
-pytestmark = [
+SLURM_MARKS = [
     pytest.mark.slow,
     pytest.mark.skipif(os.geteuid() != 0, reason="a local SLURM cluster needs root (daemons, /etc/slurm, mknod)"),
     pytest.mark.skipif(bool(_missing()), reason=f"SLURM packages missing ({' '.join(_missing())}): apt-get install "
                        "-y slurmctld slurmd slurm-client slurmdbd munge mariadb-server"),
 ]
+pytestmark = SLURM_MARKS
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_slurm_cluster import ENV, ROOT, TABLE, _first_running_job, _missing, _snakemake, _tables
+from test_slurm_cluster import ENV, ROOT, SLURM_MARKS, TABLE, _first_running_job, _snakemake, _tables
 
 from bench.data.integrity import DIGESTS_FILE, SIDECAR_SUFFIX, verify, verify_dir
 from helpers import copy_checkout
@@ -37,12 +37,8 @@ from helpers import copy_checkout
 HOST = socket.gethostname().split(".")[0]
 PROFILE = ("--profile", "workflows/profiles/slurm")
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(os.geteuid() != 0, reason="a local SLURM cluster needs root (daemons, /etc/slurm, mknod)"),
-    pytest.mark.skipif(bool(_missing()), reason=f"SLURM packages missing ({' '.join(_missing())}): apt-get install "
-                       "-y slurmctld slurmd slurm-client slurmdbd munge mariadb-server"),
-]
+# the cluster tests' marks: slow, and skipped without root or the SLURM packages
+pytestmark = SLURM_MARKS
 
 
 @pytest.fixture(scope="module")

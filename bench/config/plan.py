@@ -533,17 +533,6 @@ def table_spec(config: dict[str, Any], table: str) -> dict[str, Any]:
     }
 
 
-def temperature_runs(config: dict[str, Any]) -> list[list]:
-    """``[[label, [run dir per seed]], ...]`` of the temperature figure, in legend order."""
-    spec = config["figures"]["temperature_figure"]
-    dataset = resolve_role(config, spec["dataset"])
-    fold = spec.get("fold") or config["datasets"][dataset]["folds"][0]
-    seeds = spec.get("seeds") or config["protocols"][spec["protocol"]]["seeds"]
-    return [[config["methods"][m].get("label", m),
-             [RUN.format(experiment=spec["protocol"], dataset=dataset, fold=fold, method=m, seed=s) for s in seeds]]
-            for m in spec["methods"]]
-
-
 def figure_spec(config: dict[str, Any], figure: str) -> dict[str, Any]:
     """What ``ltr-bench figure`` draws besides its input files."""
     spec = config["figures"][figure]
@@ -552,7 +541,7 @@ def figure_spec(config: dict[str, Any], figure: str) -> dict[str, Any]:
     if figure == "scaling_figure":
         return {"steps": spec["steps"], "batch_lists": spec["batch_lists"]}
     if figure == "temperature_figure":
-        return {"runs": temperature_runs(config), "metrics": spec.get("metrics") or ["ndcg@10"]}
+        return {"runs": figure_runs(config, "temperature_figure"), "metrics": spec.get("metrics") or ["ndcg@10"]}
     if figure == "listsize_figure":
         table = config["tables"][spec["table"]]
         return {"dataset": table_datasets(config, spec["table"])[0], "l_train": table["l_train"],
@@ -573,7 +562,7 @@ def figure_inputs(config: dict[str, Any], figure: str) -> list[str]:
     if figure == "scaling_figure":
         return [SCALING_CSV]
     if figure == "temperature_figure":
-        return [f"{d}/curve.csv" for _, dirs in temperature_runs(config) for d in dirs]
+        return [f"{d}/curve.csv" for _, dirs in figure_runs(config, "temperature_figure") for d in dirs]
     if figure == "listsize_figure":
         return [STATS.format(table=spec["table"])]
     if figure == heatmap.FIGURE:

@@ -184,16 +184,21 @@ def _cli_compare(args) -> int:
     return 0
 
 
+def _table_outputs(p) -> None:
+    """The paper numbers a rendered table reads and the three files it writes."""
+    p.add_argument("--paper-numbers", help="paper numbers YAML (default: bench/report/paper_numbers.yaml)")
+    p.add_argument("--md")
+    p.add_argument("--tex")
+    p.add_argument("--html")
+
+
 def register_cli(subparsers) -> None:
     """Add ``ltr-bench table``, ``figure`` and ``compare-table``."""
     t = subparsers.add_parser("table", help="render a statistics table as Markdown, LaTeX and HTML")
     t.add_argument("name")
     t.add_argument("--stats", required=True, help="results/stats/<table>.parquet")
     t.add_argument("--spec", required=True, help="table spec as JSON (built by the workflow)")
-    t.add_argument("--paper-numbers", help="paper numbers YAML (default: bench/report/paper_numbers.yaml)")
-    t.add_argument("--md")
-    t.add_argument("--tex")
-    t.add_argument("--html")
+    _table_outputs(t)
     t.set_defaults(func=_cli_table)
     f = subparsers.add_parser("figure", help="draw one figure as PNG and PDF")
     f.add_argument("name", choices=FIGURES)
@@ -206,10 +211,7 @@ def register_cli(subparsers) -> None:
     d.add_argument("name")
     d.add_argument("--input", nargs="*", help="toy-sort table, prepared folds or run directories' files")
     d.add_argument("--spec", required=True, help="table spec as JSON (built by the workflow)")
-    d.add_argument("--paper-numbers", help="paper numbers YAML (default: bench/report/paper_numbers.yaml)")
-    d.add_argument("--md")
-    d.add_argument("--tex")
-    d.add_argument("--html")
+    _table_outputs(d)
     d.set_defaults(func=_cli_computed)
     v = subparsers.add_parser("coverage", help="the coverage list of docs/coverage.md as a report page")
     v.add_argument("--doc", required=True, help="docs/coverage.md")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 import sys
 
 import numpy as np
@@ -25,8 +26,11 @@ def test_peak_resets_to_the_current_size():
     def grow():
         calibrate.reset_peak()
         base = calibrate.peak_bytes()
-        block = np.ones(50 * 2**20 // 8)  # 50 MB, touched
-        return {"grew": calibrate.peak_bytes() - base, "held": int(block.sum())}
+        # Fresh anonymous pages, touched: a malloc'd block could reuse heap pages the long-lived test process
+        # freed earlier, which are already resident and would not raise the peak (seen once in CI: +1 MB).
+        block = mmap.mmap(-1, 50 * 2**20)
+        block.write(b"\1" * len(block))
+        return {"grew": calibrate.peak_bytes() - base, "held": block[-1]}
 
     assert calibrate.in_child(grow)["grew"] >= 45 * 2**20
 

@@ -177,13 +177,15 @@ def eval_lists(data: SplitData, device: torch.device, *, list_size: int | None, 
 
 
 @torch.no_grad()
-def score_lists(model: nn.Module, data: SplitData, ev: EvalLists, device: torch.device, amp: bool) -> np.ndarray:
-    """Scores of the evaluated documents ``[M]`` (``ev.doc_index`` order), float32."""
+def score_lists(model: nn.Module, data: SplitData, ev: EvalLists, device: torch.device, amp: bool, *,
+                on_cpu: bool = False) -> np.ndarray:
+    """Scores of the evaluated documents ``[M]`` (``ev.doc_index`` order), float32
+    (``amp``/``on_cpu``: :func:`bench.training.device.autocast`)."""
     model.eval()
     out = torch.zeros(ev.doc_index.size, dtype=torch.float32, device=device)
     for rows, pos in ev.batches:
         x, _, mask = gather(data, rows, device)
-        with autocast(device, amp):
+        with autocast(device, amp, on_cpu=on_cpu):
             s = model(x, mask).float()
         out[pos[mask]] = s[mask]
     return out.cpu().numpy()

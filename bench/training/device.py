@@ -99,10 +99,18 @@ def torch_threads(threads: int | None):
         torch.set_num_threads(before)
 
 
-def autocast(device: torch.device, amp: bool):
-    """bfloat16 autocast of the model on CUDA when ``amp``; a no-op context otherwise."""
+def autocast(device: torch.device, amp: bool, *, on_cpu: bool = False):
+    """bfloat16 autocast of the model on CUDA when ``amp``; a no-op context otherwise.
+
+    ``on_cpu`` also autocasts on the CPU (``torch.autocast("cpu", dtype=torch.bfloat16)``).
+    Only ``ltr-bench perf train`` sets it, to measure it: on the reference CPU (AVX2, no
+    native bfloat16) it was slower than float32, so no config key turns it on
+    (docs/performance.md, "bfloat16 on CPU").
+    """
     if amp and device.type == "cuda":
         return torch.autocast("cuda", dtype=torch.bfloat16)
+    if amp and on_cpu and device.type == "cpu":
+        return torch.autocast("cpu", dtype=torch.bfloat16)
     return contextlib.nullcontext()
 
 

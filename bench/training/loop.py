@@ -12,9 +12,12 @@ naming the epoch, batch, step and values. Setting the environment variable
 ``N``'s checkpoint: the tests use it to simulate a crash.
 
 Every optimiser step goes through :func:`train_step` ``(f, rows, *, lr, tau, at=None) ->
-float``. Progress (:class:`_Progress`): a tqdm bar when interactive, else a line at least
-every :func:`bench.training.progress.interval_seconds` and after every validation (step,
-epoch, docs/s, elapsed, ETA, the validation metric); the progress record
+float``, every epoch's training pass through :func:`train_epoch` (timed apart from
+validation: the run's ``train_seconds`` and ``train_docs``,
+:meth:`~bench.training.state.TrainState.training_facts`). Progress (:class:`_Progress`): a
+tqdm bar when interactive, else a line at least every
+:func:`bench.training.progress.interval_seconds` and after every validation (step, epoch,
+docs/s, elapsed, ETA, the validation metric); the progress record
 (:mod:`bench.training.progress`) is rewritten with every such line in both modes. None of it
 draws a random number or touches the model, so it cannot change a run's results.
 """
@@ -64,6 +67,9 @@ class Fit:
     trainables: Trainables
     params: list[nn.Parameter]
     budget: Budget
+    # bfloat16 autocast of the model on the CPU too (with train.amp): only ``ltr-bench perf
+    # train`` sets it, to measure it; no config key does (measured slower: docs/performance.md)
+    amp_on_cpu: bool = False
 
     @property
     def tc(self) -> dict[str, Any]:
@@ -143,7 +149,10 @@ def _epoch(f: Fit, state: TrainState, progress: _Progress) -> None:
     t_epoch = time.perf_counter()
     lr = lr_at(f.tc, state.epoch)
     tau = tau_at(f.tc["tau_schedule"], state.epoch, f.budget.n_epochs)
-    total_loss, n_batches = _train_batches(f, state, progress, lr=lr, tau=tau)
+    trained = train_epoch(f, state, progress, lr=lr, tau=tau)
+    state.train_seconds += trained.seconds
+    state.train_docs += trained.docs
+    total_loss, n_batches = trained.loss_sum, trained.batches
     t_vali = time.perf_counter()
     means = _validate(f, state.epoch)
     score = means[f.stop_metric]
@@ -164,14 +173,35 @@ def _epoch(f: Fit, state: TrainState, progress: _Progress) -> None:
     progress.validated(state, score, vali_seconds, loss=row["train_loss"])
 
 
-def _train_batches(f: Fit, state: TrainState, progress: _Progress, *, lr: float, tau: float | None):
-    """The epoch's optimiser steps (:func:`train_step`); returns the summed loss and the number of batches."""
+@dataclass(frozen=True)
+class EpochTraining:
+    """What one training pass (:func:`train_epoch`) did: summed loss, batches, real documents, seconds."""
+
+    loss_sum: float
+    batches: int
+    docs: int  # real documents trained on (padding not counted)
+    seconds: float  # wall-clock of the pass: list sampling, gathers, steps (no validation)
+
+
+def train_epoch(f: Fit, state: TrainState, progress: _Progress | None = None, *, lr: float,
+                tau: float | None) -> EpochTraining:
+    """One epoch's training pass: this epoch's lists (:func:`epoch_lists`), then every
+    optimiser step (:func:`train_step`) until the epoch or ``state``'s step budget ends.
+
+    Advances ``state.step``; validation is not part of it. ``seconds`` is ``perf_counter``
+    from before the list sampling to after the last step (CUDA synchronised), the time a run
+    records as training time (``train_seconds`` in run.json) and ``ltr-bench perf train``
+    times as the trainer; ``docs`` counts each list's real documents, ``min(query length,
+    list_size)``, never padding. ``progress`` (None: no reporting) gets every step.
+    """
     bs, train = f.tc["batch_size"], f.splits["train"]
-    progress.begin_steps()
+    if progress is not None:
+        progress.begin_steps()
+    t0 = time.perf_counter()
     lists, order = epoch_lists(train, f.list_size, f.trainables.list_gen)
     # real documents per batch, for the progress line's docs/s: on the host, no device sync per step
     docs = np.minimum(np.diff(train.offsets_np), f.list_size)[order.cpu().numpy()]
-    total_loss, n_batches = 0.0, 0
+    total_loss, n_batches, n_docs = 0.0, 0, 0
     for b in range(f.budget.steps_per_epoch):
         if state.step >= f.budget.max_steps:
             break
@@ -180,8 +210,13 @@ def _train_batches(f: Fit, state: TrainState, progress: _Progress, *, lr: float,
         state.step += 1
         total_loss += loss_v
         n_batches += 1
-        progress.step(state, int(docs[b * bs : (b + 1) * bs].sum()), loss_v)
-    return total_loss, n_batches
+        batch_docs = int(docs[b * bs : (b + 1) * bs].sum())
+        n_docs += batch_docs
+        if progress is not None:
+            progress.step(state, batch_docs, loss_v)
+    if f.device.type == "cuda":
+        torch.cuda.synchronize(f.device)
+    return EpochTraining(total_loss, n_batches, n_docs, time.perf_counter() - t0)
 
 
 def train_step(f: Fit, rows: Tensor, *, lr: float, tau: float | None,
@@ -201,7 +236,7 @@ def train_step(f: Fit, rows: Tensor, *, lr: float, tau: float | None,
     for group in tr.optimizer.param_groups:
         group["lr"] = lr
     x, y, mask = gather(f.splits["train"], rows, f.device)
-    with autocast(f.device, tc["amp"]):
+    with autocast(f.device, tc["amp"], on_cpu=f.amp_on_cpu):
         s = tr.model(x, mask)
     loss = f.loss_call(s.float(), y, mask, tau=tau, gen=tr.loss_gen)
     tr.optimizer.zero_grad(set_to_none=True)
@@ -224,7 +259,7 @@ def _validate(f: Fit, epoch: int) -> dict[str, float]:
     from bench.metrics import summarize
 
     vali, ev = f.splits["vali"], f.evals["vali"]
-    scores = score_lists(f.trainables.model, vali, ev, f.device, f.tc["amp"])
+    scores = score_lists(f.trainables.model, vali, ev, f.device, f.tc["amp"], on_cpu=f.amp_on_cpu)
     if not np.isfinite(scores).all():
         raise TrainingDiverged(f"non-finite validation scores after epoch {epoch + 1} of method {f.parts[2]!r}")
     frame = evaluate_split(scores, vali.labels_np[ev.doc_index], ev.offsets, f.cfg["metrics"], names=f.vali_names)
@@ -240,7 +275,7 @@ def finish(f: Fit, state: TrainState) -> dict[str, Any]:
     if tc["restore_best"] and state.best_state is not None:
         model.load_state_dict(state.best_state)
     f.splits["train"].release_pages()  # read no more: the test split's pages take their place
-    test_scores = score_lists(model, test, ev, f.device, tc["amp"])
+    test_scores = score_lists(model, test, ev, f.device, tc["amp"], on_cpu=f.amp_on_cpu)
     if not np.isfinite(test_scores).all():
         raise TrainingDiverged(f"non-finite test scores for method {f.parts[2]!r}")
     test_frame = evaluate_split(test_scores, test.labels_np[ev.doc_index], ev.offsets, f.cfg["metrics"],
@@ -267,7 +302,7 @@ def finish(f: Fit, state: TrainState) -> dict[str, Any]:
     }
     return {"test_index": ev.doc_index, "test_scores": test_scores, "test_frame": test_frame,
             "curve": pd.DataFrame(state.curve), "summary": summary, "store": f.store.type,
-            "elapsed_before": state.elapsed}
+            "elapsed_before": state.elapsed, "training": state.training_facts(f.budget.steps_per_epoch)}
 
 
 class _Progress:

@@ -102,6 +102,7 @@ def _output(run: RunFold, result: dict[str, Any], dev: torch.device, *, wall_tim
         "device_name": torch.cuda.get_device_name(dev) if cuda else cpu_name(),
         "data_on_device": result["store"],
         "wall_time_s": wall_time_s,
+        **result["training"],  # train_seconds, train_docs, train_docs_per_s, seconds_per_epoch
         "peak_memory": {
             "host_max_rss_bytes": host_peak_rss_bytes(),
             "cuda_max_allocated_bytes": int(torch.cuda.max_memory_allocated(dev)) if cuda else None,

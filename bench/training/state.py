@@ -26,7 +26,7 @@ from torch import Tensor, nn
 from bench.atomic import write_bytes
 from bench.provenance import canonical_json
 
-CHECKPOINT_FORMAT = 1
+CHECKPOINT_FORMAT = 2  # 2: training time and documents (train_seconds, train_docs)
 
 
 @dataclass
@@ -43,6 +43,8 @@ class TrainState:
     done: bool = False
     elapsed: float = 0.0  # seconds spent in earlier process segments (resume)
     resumed_from: int | None = None
+    train_seconds: float = 0.0  # wall-clock of the training passes (validation excluded), all segments
+    train_docs: int = 0  # real documents trained on (padding not counted), all segments
 
     def record(self, score: float, higher: bool, model: nn.Module) -> None:
         """Count one finished epoch's validation ``score``; keep the weights when it is the best."""
@@ -61,13 +63,31 @@ class TrainState:
             "best": {"score": self.best, "epoch": self.best_epoch, "model": self.best_state},
             "bad_epochs": self.bad,
             "curve": self.curve,
+            "train_seconds": self.train_seconds,
+            "train_docs": self.train_docs,
         }
 
     @classmethod
     def from_checkpoint(cls, ck: dict[str, Any]) -> TrainState:
         return cls(epoch=ck["epoch"], step=ck["step"], best=ck["best"]["score"], best_epoch=ck["best"]["epoch"],
                    best_state=ck["best"]["model"], bad=ck["bad_epochs"], curve=ck["curve"], done=ck["done"],
-                   elapsed=ck["elapsed_s"], resumed_from=ck["epoch"])
+                   elapsed=ck["elapsed_s"], resumed_from=ck["epoch"], train_seconds=ck["train_seconds"],
+                   train_docs=ck["train_docs"])
+
+    def training_facts(self, steps_per_epoch: int) -> dict[str, Any]:
+        """run.json's training-only timing: ``train_seconds`` (the training passes'
+        wall-clock, validation, checkpoints and the test pass excluded), ``train_docs`` (real
+        documents trained on), ``train_docs_per_s`` = docs / seconds, and
+        ``seconds_per_epoch`` = ``train_seconds`` per ``steps_per_epoch`` steps (one full
+        epoch's worth: a step budget may end the last epoch early). None when no step ran.
+
+        >>> TrainState(step=30, train_seconds=6.0, train_docs=3000).training_facts(10)
+        {'train_seconds': 6.0, 'train_docs': 3000, 'train_docs_per_s': 500.0, 'seconds_per_epoch': 2.0}
+        """
+        ran = self.step > 0 and self.train_seconds > 0
+        return {"train_seconds": self.train_seconds, "train_docs": self.train_docs,
+                "train_docs_per_s": self.train_docs / self.train_seconds if ran else None,
+                "seconds_per_epoch": self.train_seconds * steps_per_epoch / self.step if ran else None}
 
 
 @dataclass

@@ -81,6 +81,37 @@ def test_outputs_complete(prepared, tmp_path):
     assert not default_checkpoint_dir(out).exists()
 
 
+def _real_docs(prepared: Path, list_size: int) -> int:
+    """Real documents of one epoch's training lists: min(query length, list_size) per query."""
+    offsets = np.load(prepared / "train" / "offsets.npy")
+    return int(np.minimum(np.diff(offsets), list_size).sum())
+
+
+def test_run_json_records_training_only_time_and_documents(prepared, tmp_path):
+    """train_docs counts real documents (no padding), docs/s x seconds = documents, seconds
+    per epoch x epochs = training seconds, and training is a part of the run's wall time."""
+    out = run_job(_config(epochs=2), prepared, tmp_path / "run", method="ranknet", seed=0, device="cpu", quiet=True)
+    info = json.loads((out / "run.json").read_text())
+    assert info["train_docs"] == 2 * _real_docs(prepared, 12)
+    assert 0 < info["train_seconds"] < info["wall_time_s"]
+    assert info["train_docs_per_s"] * info["train_seconds"] == pytest.approx(info["train_docs"], rel=1e-9)
+    assert info["seconds_per_epoch"] * 2 == pytest.approx(info["train_seconds"], rel=1e-9)
+    curve = pd.read_csv(out / "curve.csv")
+    assert "train_seconds" not in curve  # curve.csv's schema is unchanged
+    assert info["train_seconds"] < curve["seconds"].sum()  # the epochs' seconds include validation
+
+
+def test_run_json_training_time_under_a_step_budget(prepared, tmp_path):
+    """A step budget that ends the last epoch early: seconds_per_epoch is per full epoch's steps."""
+    out = run_job(_config(epochs=None, max_steps=8), prepared, tmp_path / "r", method="ranknet", seed=0,
+                  device="cpu", quiet=True)
+    info = json.loads((out / "run.json").read_text())
+    assert info["result"]["steps"] == 8
+    # 48 queries: 6 full batches of 8 lists, then 2 batches of the second epoch
+    assert _real_docs(prepared, 12) < info["train_docs"] < 2 * _real_docs(prepared, 12)
+    assert info["seconds_per_epoch"] == pytest.approx(info["train_seconds"] * 6 / 8, rel=1e-9)
+
+
 def test_protocol_excludes_the_loss(prepared, tmp_path):
     cfg = _config()
     a = run_job(cfg, prepared, tmp_path / "a", method="ranknet", seed=3, device="cpu", quiet=True)
@@ -132,6 +163,9 @@ def test_resume_after_kill_equals_uninterrupted(prepared, tmp_path):
     assert read_progress(tmp_path / "resumed") is None and read_progress(tmp_path / "full") is None
     info = json.loads((tmp_path / "resumed" / "run.json").read_text())
     assert info["result"]["resumed_from_epoch"] == 1
+    # the training time and documents of both process segments are counted
+    assert info["train_docs"] == json.loads((tmp_path / "full" / "run.json").read_text())["train_docs"]
+    assert info["train_docs"] == 2 * _real_docs(prepared, 12) and state["train_docs"] == _real_docs(prepared, 12)
     pd.testing.assert_frame_equal(
         pd.read_parquet(tmp_path / "full" / "metrics.parquet"),
         pd.read_parquet(tmp_path / "resumed" / "metrics.parquet"),

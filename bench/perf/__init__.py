@@ -6,7 +6,7 @@ names losses), so nothing here imports a suite until it runs:
 * ``losses`` (:mod:`bench.perf.losses`): forward + backward of every loss vs the textbook
   references of :mod:`bench.perf.reference`;
 * ``scaling`` (:mod:`bench.perf.scaling`): PiRank Fig. 7, training-step wall-clock vs L;
-* ``train`` (:mod:`bench.perf.train`): training throughput and the data pipeline's share;
+* ``train`` (:mod:`bench.perf.train`): the real trainer's docs/s against the bare step, float32 and bfloat16;
 * ``parse`` and ``metrics`` (:mod:`bench.perf.data`): SVMlight parsing vs scikit-learn,
   prepared-cache reload, all metrics on an MSLR-sized fold vs a per-query loop;
 * ``study`` (:mod:`bench.perf.study`): slowest Snakemake jobs from their benchmark files;

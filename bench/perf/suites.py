@@ -54,7 +54,7 @@ SUITES: dict[str, PerfSuite] = dict(
         _suite("losses", "time and peak memory of every registered loss vs textbook references", "losses", "losses"),
         _suite("scaling", "PiRank Fig. 7: training-step wall-clock and peak memory vs list size", "scaling",
                "scaling"),
-        _suite("train", "training throughput (queries/s) and the data pipeline's share of a step", "train", "train"),
+        _suite("train", "the real trainer's docs/s vs the bare step (float32 and bfloat16)", "train", "train"),
         _suite("parse", "SVMlight parsing vs scikit-learn (MB/s) and the prepared-cache reload", "data", "parse"),
         _suite("metrics", "all metrics on an MSLR-sized fold vs a per-query loop", "data", "metrics"),
         _suite("study", "slowest Snakemake jobs from results/benchmarks/**/*.tsv", "study", "study"),

@@ -13,6 +13,15 @@ checkpoint in :mod:`bench.training.state`, the ``--device`` policy in
 :mod:`bench.training.device`. The run executes with ``torch.use_deterministic_algorithms
 (True)`` (``warn_only`` on CUDA) and the global torch RNG forked, so the caller's state is
 untouched; a failed run (bad config, divergence) writes nothing to ``out_dir``.
+
+Beside the common keys (:data:`bench.results.RUN_JSON_KEYS`; ``wall_time_s`` is the whole
+run: data loading, training, validation, test pass, writing) a neural run's ``run.json``
+records its training time alone (:meth:`bench.training.state.TrainState.training_facts`):
+``train_seconds`` (the epochs' training passes, :func:`bench.training.loop.train_epoch`,
+validation and checkpoints excluded; summed over resumed segments), ``train_docs`` (real
+documents trained on, padding not counted), ``train_docs_per_s`` and ``seconds_per_epoch``
+(training seconds per full epoch of steps). ``curve.csv``'s ``seconds`` stays the whole
+epoch, validation included.
 """
 
 from __future__ import annotations

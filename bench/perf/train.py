@@ -368,7 +368,10 @@ def report_train(args: argparse.Namespace) -> SuiteResult:
     lines = [
         "# The trainer against the bare step (docs/s), float32 and bfloat16",
         "",
-        f"- generated {now_utc()} by `ltr-bench perf train`",
+        f"- generated {now_utc()} by `ltr-bench perf train --queries {args.queries} --vali-queries "
+        f"{args.vali_queries} --rounds {args.rounds} --batch {args.batch} --list-size {args.list_size} --hidden "
+        f"{','.join(map(str, hidden))} --losses {','.join(names)} --precisions {','.join(precisions)} --trees "
+        f"{args.trees} --threads {args.threads}`",
         f"- {machine_line(device)}; load average at start {load}, at end {loadavg()} (1/5/15 min)",
         f"- {cpu_flags_line()}",
         f"- data: generate_synthetic(preset='mslr-like'), {args.queries} training queries per list kind, 136 "
@@ -403,7 +406,7 @@ def report_train(args: argparse.Namespace) -> SuiteResult:
                       "diff"], bf16_rows),
         ]
     if gbdt:
-        lines += ["", f"GBDT on the mslr-like training split ({args.threads or threads} threads, suite defaults, "
+        lines += ["", f"GBDT on the mslr-like training split (threads: {args.threads or threads}; suite defaults, "
                       "no early stopping; Dataset/DMatrix construction included):", "",
                   md_table(["library", "trees", "seconds", "ms / tree"],
                            [[lib, str(args.trees), fmt(s), fmt(1e3 * s / args.trees)] for lib, s in gbdt.items()])]

@@ -21,11 +21,12 @@ repository (e.g. the previous main), in one run:
   :data:`GRAD_TOL` of the largest gradient entry on every gradient entry (one ``MISMATCH``
   makes the exit status 1).
 
-NeuralNDCG's memory-traffic floor: the Sinkhorn iterations of
-:mod:`bench.losses.sinkhorn` read the ``B x L x L`` float32 kernel once per iteration
-forward and once backward (the row-block sweep, :func:`bench.losses.sinkhorn._sweep`), so
-they must move at least ``2 x T x B x L^2 x 4`` bytes for ``T`` iterations actually run on
-these inputs (:func:`bench.losses.sinkhorn.sinkhorn_iterations`, the most over the lists);
+NeuralNDCG's memory-traffic floor: each Sinkhorn iteration of :mod:`bench.losses.sinkhorn`
+(scaling-vector form) is two matrix-vector products over the ``B x L x L`` float32 kernel
+forward (``K v``, then ``K^T u`` with ``u`` depending on the first) and two backward
+(``K a``, then ``K^T c``), each of which must read the whole kernel (64 MB at B = 16,
+L = 1000: far larger than the caches), so the iterations must move at least
+``4 x T x B x L^2 x 4`` bytes for ``T`` iterations actually run on these inputs (:func:`bench.losses.sinkhorn.sinkhorn_iterations`, the most over the lists);
 the floor is that over this machine's memory bandwidth, measured in the same run and in
 every round as ``a.add_(b)`` on two :data:`BANDWIDTH_MIB` MiB float32 arrays (3 x the array
 bytes moved per call: two reads and a write, STREAM's count), best of all rounds. The goal
@@ -60,7 +61,7 @@ FLOOR_GOAL = 1.5  # NeuralNDCG time <= 1.5 x its Sinkhorn memory-traffic floor
 VALUE_RTOL = 1e-5  # |value ours - value baseline| <= VALUE_RTOL * |value baseline|
 GRAD_TOL = 1e-4  # max_i |grad ours - grad baseline| <= GRAD_TOL * max_i |grad baseline|
 BANDWIDTH_MIB = 256
-SWEEPS_PER_ITERATION = 2  # reads of K per Sinkhorn iteration: one forward sweep, one backward
+SWEEPS_PER_ITERATION = 4  # reads of K per Sinkhorn iteration: K v and K^T u forward, K a and K^T c backward
 
 
 @dataclass
@@ -273,7 +274,7 @@ def _render(args, sides: list[Side], kernels: list[str], checks, bandwidth: floa
             "",
             f"- Sinkhorn iterations run on these inputs: {iterations} (default max_iter 30, tol 1e-6)",
             f"- bytes that must move: {SWEEPS_PER_ITERATION} reads of the B x L x L float32 kernel per iteration "
-            f"(one forward sweep, one backward sweep) = {SWEEPS_PER_ITERATION} x {iterations} x {args.batch} x "
+            f"(K v and K^T u forward, K a and K^T c backward) = {SWEEPS_PER_ITERATION} x {iterations} x {args.batch} x "
             f"{args.length}^2 x 4 B = {nbytes / 1e9:.3f} GB",
             f"- memory bandwidth (a.add_(b), 2 x {BANDWIDTH_MIB} MiB float32, 3 streams, best of {args.rounds} "
             f"rounds): {bandwidth / 1e9:.2f} GB/s",

@@ -39,14 +39,29 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 
+def _rowvec_times(x: Tensor, m: Tensor) -> Tensor:
+    """``x[b] @ m[b]`` for every list: ``[B, n] x [B, n, p] -> [B, p]``.
+
+    On CPU the product is written into a strided view (one spare column), for which
+    ``baddbmm_`` runs one BLAS matrix-vector product per list instead of a batched ``bmm``:
+    on the shared 2-core machine, with the other cores busy, this measured 6-13 ms per
+    64 MB pass against 11-16 ms for ``bmm`` (B = 16, L = 1000; same sums, another order of
+    additions). Elsewhere a plain ``bmm``.
+    """
+    if m.device.type != "cpu":
+        return torch.bmm(x[:, None, :], m)[:, 0, :]
+    out = x.new_empty(m.shape[0], 1, m.shape[2] + 1)[:, :, : m.shape[2]]
+    return out.baddbmm_(x[:, None, :], m, beta=0)[:, 0, :]
+
+
 def _kv(k: Tensor, v: Tensor) -> Tensor:
     # (K v)_i as a row vector times K^T: much faster than bmm(K, v[..., None]) on CPU BLAS.
-    return torch.bmm(v[:, None, :], k.transpose(1, 2))[:, 0, :]
+    return _rowvec_times(v, k.transpose(1, 2))
 
 
 def _ktu(k: Tensor, u: Tensor) -> Tensor:
     # (K^T u)_j
-    return torch.bmm(u[:, None, :], k)[:, 0, :]
+    return _rowvec_times(u, k)
 
 
 def _iterate(k: Tensor, row_mask: Tensor, col_mask: Tensor, max_iter: int, tol: float,

@@ -26,12 +26,13 @@ NeuralNDCG's memory-traffic floor: each Sinkhorn iteration of :mod:`bench.losses
 forward (``K v``, then ``K^T u`` with ``u`` depending on the first) and two backward
 (``K a``, then ``K^T c``), each of which must read the whole kernel (64 MB at B = 16,
 L = 1000: far larger than the caches), so the iterations must move at least
-``4 x T x B x L^2 x 4`` bytes for ``T`` iterations actually run on these inputs (:func:`bench.losses.sinkhorn.sinkhorn_iterations`, the most over the lists);
-the floor is that over this machine's memory bandwidth, measured in the same run and in
-every round as ``a.add_(b)`` on two :data:`BANDWIDTH_MIB` MiB float32 arrays (3 x the array
-bytes moved per call: two reads and a write, STREAM's count), best of all rounds. The goal
-compares NeuralNDCG's minimum measured time (all of it: NeuralSort, the softmax, the
-iterations and the gradient assembly) with 1.5 x that floor.
+``4 x T x B x L^2 x 4`` bytes for ``T`` iterations actually run on these inputs
+(:func:`bench.losses.sinkhorn.sinkhorn_iterations`, the most over the lists). The floor is
+that over this machine's memory bandwidth, measured in the same run and in every round as
+``a.add_(b)`` on two :data:`BANDWIDTH_MIB` MiB float32 arrays (3 x the array bytes moved per
+call: two reads and a write, STREAM's count), best of all rounds. The goal compares
+NeuralNDCG's minimum measured time (all of it: NeuralSort, the softmax, the iterations and
+the gradient assembly) with 1.5 x that floor.
 """
 
 from __future__ import annotations

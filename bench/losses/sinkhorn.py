@@ -44,7 +44,7 @@ def _rowvec_times(x: Tensor, m: Tensor) -> Tensor:
 
     On CPU the product is written into a strided view (one spare column), for which
     ``baddbmm_`` runs one BLAS matrix-vector product per list instead of a batched ``bmm``:
-    on the shared 2-core machine, with the other cores busy, this measured 6-13 ms per
+    on the shared 2-core machine, with the other cores busy, this measured 6-14 ms per
     64 MB pass against 11-16 ms for ``bmm`` (B = 16, L = 1000; same sums, another order of
     additions). Elsewhere a plain ``bmm``.
     """

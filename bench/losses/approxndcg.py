@@ -17,7 +17,7 @@ from bench.losses._common import (
 
 
 class _ApproxRanks(torch.autograd.Function):
-    r"""Fused smooth ranks with a hand-written backward (two ``[B, L, L]`` buffers).
+    r"""Fused smooth ranks with a hand-written backward (one ``[B, L, L]`` buffer).
 
     With :math:`P_{ij} = \sigma(a_j - a_i)`, :math:`a = \alpha s`, real-item mask
     :math:`m` and upstream gradient :math:`c = \partial \ell / \partial \hat\pi`:
@@ -27,11 +27,12 @@ class _ApproxRanks(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, a: Tensor, m: Tensor) -> Tensor:  # type: ignore[override]
-        p = torch.sigmoid(a.unsqueeze(-2) - a.unsqueeze(-1))  # [b, i, j] = sigmoid(a_j - a_i)
+        # One [B, L, L] buffer, every step in place: differences, sigmoid, then P'.
+        p = torch.sigmoid_(a.unsqueeze(-2) - a.unsqueeze(-1))  # [b, i, j] = sigmoid(a_j - a_i)
         # sigma(0) = 1/2 exactly, so removing the j = i term this way is exact.
         ranks = 0.5 + torch.bmm(p, m.unsqueeze(-1)).squeeze(-1)
         if ctx.needs_input_grad[0]:
-            ctx.save_for_backward(p.sub_(p * p), m)  # P' = P - P^2, in place
+            ctx.save_for_backward(p.addcmul_(p, p, value=-1.0), m)  # P' = P - P^2, one in-place pass
         return ranks
 
     @staticmethod

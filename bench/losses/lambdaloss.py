@@ -10,6 +10,8 @@ ranks or gains), exactly as in the reference implementations.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import Tensor
 
@@ -43,13 +45,24 @@ def rank_weights(scheme: str, length: int, k: int | None, mu: float, like: Tenso
     * ``ndcg_loss2pp``: ``mu * ndcg_loss2 + lambdarank``.
     * ``ranknet``: 1; with ``k``, 0 unless :math:`\min(r_p, r_q) \le k`.
 
+    The table is cached and shared between calls: never modify it in place.
+
     >>> w = rank_weights("ndcg_loss2", 3, None, 10.0, torch.zeros(0, dtype=torch.float64))
     >>> [round(v, 4) for v in w[0].tolist()]  # 0, 1 - 1/log2(3), 1/log2(3) - 1/2
     [0.0, 0.3691, 0.1309]
     """
     # Built in float64 and cast: 1/D(d) - 1/D(d + 1) cancels badly in float32 for large d.
-    # The table is [L, L], shared by the batch, so the extra precision costs nothing per list.
-    return _rank_weights(scheme, length, k, mu, torch.zeros((), dtype=torch.float64, device=like.device)).to(like.dtype)
+    # The table is [L, L], shared by the batch, so the extra precision costs nothing per list;
+    # it depends only on its arguments, so it is built once per (scheme, L, k, mu, dtype,
+    # device) and reused (a dozen float64 passes over L^2 per call otherwise).
+    return _cached_rank_weights(scheme, length, k, mu, like.dtype, like.device)
+
+
+@functools.lru_cache(maxsize=16)
+def _cached_rank_weights(scheme: str, length: int, k: int | None, mu: float, dtype: torch.dtype,
+                         device: torch.device) -> Tensor:
+    table = _rank_weights(scheme, length, k, mu, torch.zeros((), dtype=torch.float64, device=device)).to(dtype)
+    return table.requires_grad_(False)
 
 
 def _rank_weights(scheme: str, length: int, k: int | None, mu: float, like: Tensor) -> Tensor:
@@ -162,12 +175,12 @@ def lambdaloss(
             # |G_i - G_j| over pairs with y_i > y_j is relu(G_i - G_j) because the gain is
             # strictly increasing. Shifting the real gains to be >= 0 (differences are
             # unchanged) and padding to 0 makes relu vanish on (padded, real) pairs; the
-            # (real, padded) pairs are cleared by the real-column factor. In-place: the
-            # pair weights cost four passes and one [B, L, L] buffer.
+            # (real, padded) pairs vanish because the column copy of the gains is +inf on
+            # padding (relu(G_i - inf) = 0). Three passes and one [B, L, L] buffer.
             low = torch.where(mask_s, g, torch.full((), float("inf"), dtype=s.dtype, device=s.device)).amin(-1, keepdim=True)
             g = torch.where(mask_s, g - low, zero) / torch.where(ideal > 0, ideal, 1.0).unsqueeze(-1)
-            weights = (g.unsqueeze(-1) - g.unsqueeze(-2)).clamp_(min=0.0)
-            weights.mul_(mask_s.to(s.dtype).unsqueeze(-2)).mul_(rank_w)
+            g_col = torch.where(mask_s, g, torch.full((), float("inf"), dtype=s.dtype, device=s.device))
+            weights = (g.unsqueeze(-1) - g_col.unsqueeze(-2)).clamp_(min=0.0).mul_(rank_w)
             real_y = torch.where(mask_s, labels_s, torch.full((), float("nan"), dtype=s.dtype, device=s.device))
             has_pair = torch.nan_to_num(real_y, nan=-float("inf")).amax(-1) > torch.nan_to_num(real_y, nan=float("inf")).amin(-1)
             contributes = has_pair & (ideal > 0)

@@ -17,7 +17,8 @@ items), alternating row then column normalisation until every row and column sum
 within ``tol`` or ``max_iter`` iterations (the paper's footnote 2: 1e-6 and 30); for
 :math:`\hat P^\top` the first normalisation is over its rows, i.e. the columns of
 :math:`\hat P`. Both values are bilinear forms :math:`a^\top \tilde P b`, evaluated from the
-scaling vectors without materialising :math:`\tilde P` (:func:`~bench.losses.sinkhorn.sinkhorn_bilinear`).
+scaling vectors without materialising :math:`\tilde P`, with the softmax of the NeuralSort logits
+fused in (:func:`~bench.losses.sinkhorn.softmax_sinkhorn_bilinear`).
 
 ``k=None`` is @max (each list's own length). A list contributes when it has at least 2 real
 items and ``maxDCG@k > 0``; the batch value is the mean of the per-list losses over
@@ -30,16 +31,17 @@ import torch
 from torch import Tensor
 
 from bench.losses._common import check_inputs, check_k, discounts, gain, masked_mean_over_lists, max_dcg
-from bench.losses.neuralsort import neuralsort_logits
-from bench.losses.sinkhorn import sinkhorn_bilinear
+from bench.losses.neuralsort import neuralsort_parts
+from bench.losses.sinkhorn import softmax_sinkhorn_bilinear
 
 
 def _parts(scores: Tensor, labels: Tensor, mask: Tensor, tau: float, k: int | None):
     labels = check_inputs(scores, labels, mask)
     k = check_k(k)
     length = scores.shape[-1]
-    z, row_valid, _ = neuralsort_logits(scores, mask, tau)
-    p_hat = torch.softmax(z, dim=-1)  # padded columns are exactly 0; rows i > n are ignored
+    # The logits' factors, z_ij = coef_i s_j + bias_j: the softmax (padded columns exactly 0;
+    # rows i > n ignored) is taken in place inside the Sinkhorn function.
+    coef, s, bias, row_valid, _ = neuralsort_parts(scores, mask, tau)
     zero = torch.zeros((), dtype=scores.dtype, device=scores.device)
     g = torch.where(mask, gain(labels), zero)
     kk = length if k is None else min(k, length)
@@ -47,7 +49,7 @@ def _parts(scores: Tensor, labels: Tensor, mask: Tensor, tau: float, k: int | No
     dvec = torch.where(row_valid & (ranks < kk)[None, :], discounts(length, like=scores)[None, :], zero)
     ideal = max_dcg(labels, mask, k)
     contributes = (mask.sum(-1) >= 2) & (ideal > 0)
-    return p_hat, row_valid, g, dvec, torch.where(ideal > 0, ideal, torch.ones_like(ideal)), contributes
+    return (coef, s, bias), row_valid, g, dvec, torch.where(ideal > 0, ideal, torch.ones_like(ideal)), contributes
 
 
 def neuralndcg(scores: Tensor, labels: Tensor, mask: Tensor, *, tau: float = 1.0, k: int | None = None,
@@ -63,8 +65,8 @@ def neuralndcg(scores: Tensor, labels: Tensor, mask: Tensor, *, tau: float = 1.0
     >>> round(good.item(), 4), round(bad.item(), 4)  # -NDCG of the ideal and reversed order
     (-1.0, -0.5869)
     """
-    p_hat, row_valid, g, dvec, ideal, contributes = _parts(scores, labels, mask, tau, k)
-    dcg = sinkhorn_bilinear(p_hat, dvec, g, row_valid, mask, max_iter, tol, mask_input=False)
+    (coef, s, bias), row_valid, g, dvec, ideal, contributes = _parts(scores, labels, mask, tau, k)
+    dcg = softmax_sinkhorn_bilinear(coef, s, bias, dvec, g, row_valid, mask, max_iter, tol)
     return masked_mean_over_lists(-dcg / ideal, contributes, scores)
 
 
@@ -81,6 +83,6 @@ def neuralndcg_transposed(scores: Tensor, labels: Tensor, mask: Tensor, *, tau: 
     >>> round(neuralndcg_transposed(s, y, m, tau=1e-3, k=3).item(), 6)
     -0.729253
     """
-    p_hat, row_valid, g, dvec, ideal, contributes = _parts(scores, labels, mask, tau, k)
-    dcg = sinkhorn_bilinear(p_hat.transpose(1, 2), g, dvec, mask, row_valid, max_iter, tol, mask_input=False)
+    (coef, s, bias), row_valid, g, dvec, ideal, contributes = _parts(scores, labels, mask, tau, k)
+    dcg = softmax_sinkhorn_bilinear(coef, s, bias, g, dvec, mask, row_valid, max_iter, tol, transpose=True)
     return masked_mean_over_lists(-dcg / ideal, contributes, scores)

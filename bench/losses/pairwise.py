@@ -41,6 +41,20 @@ def pair_mask(labels: Tensor, mask: Tensor) -> Tensor:
     return y.unsqueeze(-1) > y.unsqueeze(-2)
 
 
+def n_labelled_pairs(labels: Tensor, mask: Tensor) -> Tensor:
+    """Number of labelled pairs (real ``i, j`` with ``y_i > y_j``) per list, ``[B]`` (long).
+
+    ``O(L log L)`` from :func:`label_ranks` (each real item pairs with the real items whose
+    label is strictly smaller); equals ``pair_mask(labels, mask).sum((-1, -2))``.
+
+    >>> n_labelled_pairs(torch.tensor([[2.0, 0.0, 1.0, 1.0]]), torch.tensor([[True] * 4])).tolist()
+    [5]
+    """
+    above, tied = label_ranks(labels, mask)
+    below = mask.sum(-1, keepdim=True) - above.long() - tied.long()
+    return torch.where(mask, below, torch.zeros((), dtype=below.dtype, device=below.device)).sum(-1)
+
+
 def predicted_ranks(scores: Tensor, mask: Tensor) -> Tensor:
     """1-based ranks ``[B, L]`` (long) of the descending stable sort of the real scores.
 
@@ -80,33 +94,44 @@ def sort_by_prediction(scores: Tensor, mask: Tensor, *others: Tensor) -> tuple[T
 
 
 class _LogisticPairSum(torch.autograd.Function):
-    """Fused ``sum_ij w_ij softplus(-sigma (s_i - s_j))`` per list with a hand-written backward.
+    r"""Fused ``sum_ij w_ij softplus(-sigma (s_i - s_j))`` per list with a hand-written backward.
 
     Autograd through the plain expression allocates about a dozen ``[B, L, L]``
-    temporaries; this keeps two (the weighted costs, then the weighted sigmoids reused for
-    the backward). Once differentiable (no double backward), which is all training needs.
+    temporaries; this allocates two (the score differences, turned into the weighted
+    sigmoids in place, and the softplus values) and makes six passes over them. The
+    gradient is reduced in the forward, so only a ``[B, L]`` vector is kept for backward.
+
+    Bool ``weights`` (a pair mask) are applied by setting the differences outside the mask
+    to :math:`-\infty` before the softplus: ``softplus(-inf) = sigmoid(-inf) = 0`` exactly,
+    the same zeros a multiplication by 0 gives, without a float weight tensor or a product
+    pass. Once differentiable (no double backward), which is all training needs.
     """
 
     @staticmethod
     def forward(ctx, scores: Tensor, weights: Tensor, sigma: float) -> Tensor:  # type: ignore[override]
         a = sigma * scores
         z = a.unsqueeze(-2) - a.unsqueeze(-1)  # [b, i, j] = -sigma (s_i - s_j)
-        w = weights.expand_as(z)
+        if weights.dtype == torch.bool:
+            torch.where(weights, z, torch.full((), float("-inf"), dtype=z.dtype, device=z.device), out=z)
+            w = None
+        else:
+            w = weights.expand_as(z)
         # torch.sum reduces pairwise (float32 error ~1e-7); a BLAS dot / einsum over the
         # L^2 products accumulates sequentially and was off by ~2e-4 at L = 1000.
-        per_list = F.softplus(z).mul_(w).sum(dim=(-1, -2))
+        costs = F.softplus(z)
+        per_list = (costs if w is None else costs.mul_(w)).sum(dim=(-1, -2))
+        del costs
         if ctx.needs_input_grad[0]:
             # d softplus(z)/dz = sigmoid(z); z's derivative is -sigma for s_i, +sigma for s_j.
-            ctx.save_for_backward(torch.sigmoid_(z).mul_(w))
-        ctx.sigma = sigma
+            q = torch.sigmoid_(z) if w is None else torch.sigmoid_(z).mul_(w)
+            ctx.save_for_backward(sigma * (q.sum(dim=-2) - q.sum(dim=-1)))
         return per_list
 
     @staticmethod
     def backward(ctx, grad: Tensor):  # type: ignore[override]
         if not ctx.needs_input_grad[0]:
             return None, None, None
-        (q,) = ctx.saved_tensors
-        g = ctx.sigma * (q.sum(dim=-2) - q.sum(dim=-1))
+        (g,) = ctx.saved_tensors
         return grad.unsqueeze(-1) * g, None, None
 
 
@@ -114,14 +139,23 @@ def logistic_pair_sum(scores: Tensor, weights: Tensor, sigma: float) -> Tensor:
     r"""Per-list :math:`\sum_{i,j} w_{ij} \log(1 + e^{-\sigma (s_i - s_j)})`, ``[B]``.
 
     ``weights`` (``[B, L, L]`` or broadcastable to it) are constants and must be 0 outside
-    the pairs to count. Fused forward/backward (see :class:`_LogisticPairSum`).
+    the pairs to count; a bool pair mask (``[B, L, L]``, e.g. :func:`pair_mask`) counts the
+    pairs where it is ``True`` with weight 1. Fused forward/backward (see
+    :class:`_LogisticPairSum`).
 
     >>> s = torch.tensor([[1.0, 0.0]], requires_grad=True)
     >>> v = logistic_pair_sum(s, torch.tensor([[[0.0, 1.0], [0.0, 0.0]]]), 1.0)
     >>> v.backward(); round(v.item(), 4), [round(x, 4) for x in s.grad[0].tolist()]
     (0.3133, [-0.2689, 0.2689])
+    >>> round(logistic_pair_sum(s.detach(), torch.tensor([[[False, True], [False, False]]]), 1.0).item(), 4)
+    0.3133
     """
-    return _LogisticPairSum.apply(scores, weights.detach().to(scores.dtype), sigma)
+    weights = weights.detach()
+    if weights.dtype != torch.bool:
+        weights = weights.to(scores.dtype)
+    elif weights.shape[-2:] != (scores.shape[-1], scores.shape[-1]) or weights.dim() != scores.dim() + 1:
+        raise ValueError(f"a bool pair mask must be [B, L, L] for scores {tuple(scores.shape)}, got {tuple(weights.shape)}")
+    return _LogisticPairSum.apply(scores, weights, sigma)
 
 
 def label_ranks(labels: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:

@@ -6,7 +6,12 @@ import torch
 from torch import Tensor
 
 from bench.losses._common import check_inputs, check_k, check_positive, masked_mean_over_lists, masked_scores
-from bench.losses.pairwise import logistic_pair_sum, pair_mask, sort_by_prediction
+from bench.losses.pairwise import (
+    logistic_pair_sum,
+    n_labelled_pairs,
+    pair_mask,
+    sort_by_prediction,
+)
 
 
 def ranknet(scores: Tensor, labels: Tensor, mask: Tensor, *, sigma: float = 1.0, k: int | None = None) -> Tensor:
@@ -36,15 +41,16 @@ def ranknet(scores: Tensor, labels: Tensor, mask: Tensor, *, sigma: float = 1.0,
     k = check_k(k)
     check_positive(sigma, "sigma")
     if k is None:
+        # The bool pair mask goes to the pair sum as is (no float weights); the pair count
+        # comes from the label ranks, O(L log L), not from a pass over the mask.
         s = masked_scores(scores, mask)
-        pairs = pair_mask(labels, mask)
+        n_pairs = n_labelled_pairs(labels, mask).to(s.dtype)
+        total = logistic_pair_sum(s, pair_mask(labels, mask), sigma)
     else:
         s, mask_sorted, labels_sorted = sort_by_prediction(scores, mask, labels)
         pairs = pair_mask(labels_sorted, mask_sorted)
         top = torch.arange(s.shape[-1], device=s.device) < k  # sorted slot p has rank p + 1
         pairs = pairs & (top.unsqueeze(-1) | top.unsqueeze(-2))
-    weights = pairs.to(s.dtype)
-    n_pairs = weights.sum(dim=(-1, -2))
-    total = logistic_pair_sum(s, weights, sigma)
+        n_pairs = pairs.sum(dim=(-1, -2)).to(s.dtype)
+        total = logistic_pair_sum(s, pairs, sigma)
     return masked_mean_over_lists(total / n_pairs.clamp(min=1.0), n_pairs > 0, s)
-

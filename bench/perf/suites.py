@@ -52,6 +52,8 @@ def _suite(name: str, help: str, module: str, stem: str) -> tuple[str, PerfSuite
 SUITES: dict[str, PerfSuite] = dict(
     [
         _suite("losses", "time and peak memory of every registered loss vs textbook references", "losses", "losses"),
+        _suite("kernels", "the four loss kernels timed side by side with a --baseline checkout, NeuralNDCG's "
+               "memory-traffic floor", "kernels", "kernels"),
         _suite("scaling", "PiRank Fig. 7: training-step wall-clock and peak memory vs list size", "scaling",
                "scaling"),
         _suite("train", "the real trainer's docs/s vs the bare step (float32 and bfloat16)", "train", "train"),

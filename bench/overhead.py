@@ -14,9 +14,9 @@ file's name and exits: what comes after is a few milliseconds. Linux only for th
 (process start time from ``/proc``, None elsewhere). The Snakefile imports this module: it
 imports nothing heavy (Snakemake itself only inside :func:`coalesce_scheduler_wakeups`).
 
-Where the main process's CPU went (docs/performance.md, "The workflow's own overhead"): mostly
-into Snakemake's scheduler loop waking up far more often than jobs start or end.
-:func:`coalesce_scheduler_wakeups` removes that waste (the workflow calls it while the
+Where the main process's CPU went (docs/performance.md, its section on the workflow's own
+overhead): mostly into Snakemake's scheduler loop waking up far more often than jobs start or
+end. :func:`coalesce_scheduler_wakeups` removes that waste (the workflow calls it while the
 Snakefile is parsed).
 """
 

@@ -16,7 +16,7 @@
 #    (bench/resume.py says exactly when): what `snakemake --unlock` does, checked first.
 # 3. A cluster run that stops: one line per SLURM job that failed for good, naming the job, the
 #    state SLURM accounted and the command to type next (bench/cluster_faults.py).
-# 4. The workflow's own overhead (docs/performance.md, "The workflow's own overhead"): while the
+# 4. The workflow's own overhead (docs/performance.md, its section of that name): while the
 #    Snakefile is parsed, Snakemake's scheduler is made to keep at most one timed wake-up
 #    pending (it piled them up: most of the main process's CPU); when a run ends, the main
 #    process's own CPU seconds (not its jobs') go to results/benchmarks/snakemake-main.json,

@@ -16,8 +16,9 @@ imports nothing heavy (Snakemake itself only inside :func:`coalesce_scheduler_wa
 
 Where the main process's CPU went (docs/performance.md, its section on the workflow's own
 overhead): mostly into Snakemake's scheduler loop waking up far more often than jobs start or
-end. :func:`coalesce_scheduler_wakeups` removes that waste (the workflow calls it while the
-Snakefile is parsed).
+end, then into sampling the jobs for their ``benchmark:`` files every half second.
+:func:`coalesce_scheduler_wakeups` removes the first, :func:`sample_benchmarks_every` spaces
+out the second (the workflow calls both while the Snakefile is parsed).
 """
 
 from __future__ import annotations
@@ -33,9 +34,13 @@ from pathlib import Path
 from bench.atomic import write_text
 from bench.errors import UsageError
 
-__all__ = ["FILE_NAME", "coalesce_scheduler_wakeups", "read", "record", "wall_seconds"]
+__all__ = ["BENCHMARK_SAMPLE_S", "FILE_NAME", "coalesce_scheduler_wakeups", "read", "record", "sample_benchmarks_every",
+           "wall_seconds"]
 
 FILE_NAME = "snakemake-main.json"  # under the benchmark root (results/benchmarks)
+# seconds between two samples of a job for its benchmark file, over a job's first 30 samples
+# (Snakemake: 0.5 s; 30 s after that, unchanged)
+BENCHMARK_SAMPLE_S = 2.0
 FIELDS = ("user_s", "system_s", "cpu_s", "wall_s", "jobs", "argv", "ended")
 
 
@@ -127,4 +132,30 @@ def coalesce_scheduler_wakeups() -> bool:
         return False
     if not getattr(original, "ltr_bench_coalesced", False):
         JobScheduler._schedule_reevalutation = _coalesced(original)
+    return True
+
+
+def sample_benchmarks_every(seconds: float = BENCHMARK_SAMPLE_S) -> bool:
+    """Sample running jobs for their ``benchmark:`` files every ``seconds`` (Snakemake: 0.5 s).
+
+    For a job with a ``benchmark:`` file, Snakemake's main process starts a thread that, every
+    half second over the job's first 30 samples (every 30 s after that), lists the job's
+    processes -- psutil scans every process of the machine for that -- and reads their memory,
+    I/O and CPU counters; each sample starts a new thread. On the 2-core machine that was most
+    of the main process's CPU once the scheduler's wake-ups were coalesced. The file's wall-clock
+    seconds (``s``, ``h:m:s``: what ``ltr-bench perf study`` ranks jobs by) do not depend on
+    sampling; its sampled columns (``max_rss``, ``cpu_time``, ``mean_load``, I/O) are those of
+    the job server's waiting client during local runs anyway, each run's own peak memory is in
+    its ``run.json``, and no table or figure reads them. True when in place; False (nothing
+    changed) for a Snakemake without the setting.
+    """
+    if seconds <= 0:
+        raise ValueError(f"benchmark sampling interval must be positive, got {seconds}")
+    try:
+        from snakemake import benchmark
+    except ImportError:
+        return False
+    if not hasattr(benchmark, "BENCHMARK_INTERVAL_SHORT"):
+        return False
+    benchmark.BENCHMARK_INTERVAL_SHORT = float(seconds)
     return True

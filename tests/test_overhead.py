@@ -106,3 +106,28 @@ def test_snakemake_scheduler_is_patched_once():
         sched._schedule_reevalutation(0.05)
     time.sleep(0.4)
     assert _wakeups(sched._open_jobs) == 1
+
+
+def test_benchmark_sampling_interval_is_what_snakemake_uses():
+    from snakemake import benchmark
+
+    class Counting(benchmark.ScheduledPeriodicTimer):
+        def __init__(self):
+            super().__init__(benchmark.BENCHMARK_INTERVAL)
+            self.samples = 0
+
+        def work(self):
+            self.samples += 1
+
+    default = benchmark.BENCHMARK_INTERVAL_SHORT
+    try:
+        assert overhead.sample_benchmarks_every(10.0) is True and benchmark.BENCHMARK_INTERVAL_SHORT == 10.0
+        timer = Counting()
+        timer.start()  # samples once at once, then every BENCHMARK_INTERVAL_SHORT
+        time.sleep(1.2)  # Snakemake's 0.5 s would have sampled 3 times by now
+        timer.cancel()
+        assert timer.samples == 1
+        with pytest.raises(ValueError, match="must be positive"):
+            overhead.sample_benchmarks_every(0)
+    finally:
+        benchmark.BENCHMARK_INTERVAL_SHORT = default

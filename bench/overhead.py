@@ -111,17 +111,17 @@ def _coalesced(original):
 def coalesce_scheduler_wakeups() -> bool:
     """Keep at most one of the job scheduler's timed wake-ups pending; True when in place.
 
-    Snakemake (8.17 to at least 9.27) limits job submissions per timespan (default
-    ``--max-jobs-per-timespan 100/1s``) and so, after every pass of its scheduling loop that
-    leaves ready jobs waiting, starts a timer thread that runs the loop again one timespan
-    later. Each such pass starts another timer, and every finished job adds a pass: timers
-    pile up (one per job finished while others waited, 40-100 at a time in the default
-    study), and each second the loop runs that many times -- re-reading every ready job's
-    input sizes and re-running job selection with no core free -- for most of the main
-    process's CPU time. One pending timer gives the same re-evaluation (a pass within one
-    timespan of any that asked for it; the pass it runs asks again if it still has to) at a
-    fraction of the cost. Jobs still start the moment a core frees up: a finished job wakes
-    the loop itself. Other Snakemake versions without this method are left untouched (False).
+    Snakemake (9.27.1, as measured; the rate limiter dates from 8.17) limits job submissions
+    per timespan (default ``--max-jobs-per-timespan 100/1s``) and so, after every pass of its
+    scheduling loop that leaves ready jobs waiting, starts a timer thread that runs the loop
+    again one timespan later. Each such pass starts another timer, and every finished job adds
+    a pass: timers pile up (45-115 threads alive at a time in the default study), and each
+    second the loop runs that many times -- re-reading every ready job's input sizes, with no
+    core free to start one -- for most of the main process's CPU time. One pending timer gives
+    the same re-evaluation (a pass within one timespan of any that asked for it; the pass it
+    runs asks again if it still has to) at a fraction of the cost. Jobs still start the moment
+    a core frees up: a finished job wakes the loop itself. A Snakemake without this method is
+    left untouched (False).
     """
     try:
         from snakemake.scheduling.job_scheduler import JobScheduler

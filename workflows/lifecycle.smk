@@ -32,6 +32,7 @@ import time
 from bench.jobserver import DISABLED as _JOBSERVER_OFF
 from bench.jobserver import ENV_VAR as _JOBSERVER_VAR
 from bench.cluster_faults import failure_lines
+from bench.errors import BenchError
 from bench.overhead import FILE_NAME as _OVERHEAD_FILE
 from bench.overhead import coalesce_scheduler_wakeups, sample_benchmarks_every
 from bench.overhead import record as _record_overhead
@@ -117,9 +118,13 @@ onstart:
 
 
 def record_overhead():
-    # the main process of the run the user started (hooks run in no dry run)
+    # the main process of the run the user started (hooks run in no dry run); a record that
+    # cannot be written (a full disk) is a warning, never the run's outcome
     if workflow.is_main_process:
-        _record_overhead(OVERHEAD_RECORD, jobs=getattr(workflow.scheduler, "finished_jobs", 0))
+        try:
+            _record_overhead(OVERHEAD_RECORD, jobs=getattr(workflow.scheduler, "finished_jobs", 0))
+        except (OSError, BenchError) as exc:
+            logger.warning(f"could not record the main process's CPU time in {OVERHEAD_RECORD}: {exc}")
 
 
 onsuccess:

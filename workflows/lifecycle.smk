@@ -16,6 +16,12 @@
 #    (bench/resume.py says exactly when): what `snakemake --unlock` does, checked first.
 # 3. A cluster run that stops: one line per SLURM job that failed for good, naming the job, the
 #    state SLURM accounted and the command to type next (bench/cluster_faults.py).
+# 4. The workflow's own overhead (docs/performance.md, its section of that name): while the
+#    Snakefile is parsed, Snakemake's scheduler is made to keep at most one timed wake-up
+#    pending (it piled them up: most of the main process's CPU) and jobs are sampled for their
+#    benchmark files every 2 s instead of 0.5 s (the next largest share); when a run ends, the
+#    main process's own CPU seconds (not its jobs') go to results/benchmarks/snakemake-main.json,
+#    which `ltr-bench perf study` reports (all three in bench/overhead.py).
 import atexit
 import sys
 import shutil
@@ -26,11 +32,16 @@ import time
 from bench.jobserver import DISABLED as _JOBSERVER_OFF
 from bench.jobserver import ENV_VAR as _JOBSERVER_VAR
 from bench.cluster_faults import failure_lines
+from bench.errors import BenchError
+from bench.overhead import FILE_NAME as _OVERHEAD_FILE
+from bench.overhead import coalesce_scheduler_wakeups, sample_benchmarks_every
+from bench.overhead import record as _record_overhead
 from bench.resume import forget_run, record_run, release_stale_lock
 
 RUN_RECORD = Path(".snakemake/ltr-bench-run.json")
 LOCKS = Path(".snakemake/locks")
 _jobserver = {}
+OVERHEAD_RECORD = Path("results/benchmarks") / _OVERHEAD_FILE
 
 
 # ----------------------------------------------------------------------------- stale lock
@@ -40,6 +51,13 @@ if workflow.is_main_process:
     _killed = release_stale_lock(RUN_RECORD, LOCKS)
     if _killed is not None:
         logger.info(f"Removed the lock left by an interrupted run (pid {_killed}); resuming.")
+
+
+# ----------------------------------------------------------------------------- scheduler, benchmarks
+
+
+coalesce_scheduler_wakeups()
+sample_benchmarks_every()
 
 
 # ----------------------------------------------------------------------------- job server
@@ -99,14 +117,26 @@ onstart:
         start_job_server()
 
 
+def record_overhead():
+    # the main process of the run the user started (hooks run in no dry run); a record that
+    # cannot be written (a full disk) is a warning, never the run's outcome
+    if workflow.is_main_process:
+        try:
+            _record_overhead(OVERHEAD_RECORD, jobs=getattr(workflow.scheduler, "finished_jobs", 0))
+        except (OSError, BenchError) as exc:
+            logger.warning(f"could not record the main process's CPU time in {OVERHEAD_RECORD}: {exc}")
+
+
 onsuccess:
     stop_job_server()
     if workflow.is_main_process:
         forget_run(RUN_RECORD)
+    record_overhead()
 
 
 onerror:
     stop_job_server()
+    record_overhead()
     if workflow.is_main_process:
         forget_run(RUN_RECORD)
         if getattr(workflow.executor_plugin, "name", None) == "slurm":  # log: the run's log files (a list)

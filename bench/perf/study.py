@@ -14,6 +14,10 @@ Under the workflow's warm job server (:mod:`bench.jobserver`) Snakemake times th
 process: ``seconds`` is the job's wall-clock time, but ``max RSS`` and ``CPU time`` are the
 client's (a few MB, a fraction of a second); each run's own peak memory is in its
 ``run.json``. The markdown says so.
+
+The workflow's own overhead -- CPU seconds of the Snakemake main process itself, which no
+benchmark file holds -- is reported when the run recorded it (``snakemake-main.json`` under
+``--root``, written by ``workflows/lifecycle.smk`` through :mod:`bench.overhead`).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from bench import overhead
 from bench.atomic import write_text
 from bench.errors import UsageError
 from bench.perf.common import SuiteResult, fmt, md_table, now_utc
@@ -77,11 +82,24 @@ def report_study(args: argparse.Namespace) -> SuiteResult:
                      [[r.job, f"{r.seconds:.2f}", fmt(r.max_rss_mb), fmt(r.cpu_time), f"{100 * r.seconds / total:.1f}%"]
                       for r in slowest.itertuples()]),
         ]
+    lines += overhead_lines(overhead.read(root / overhead.FILE_NAME))
     text = "\n".join(lines) + "\n"
     write_text(args.out, text)
     print(text)
     print(f"wrote {args.out}")
     return SuiteResult("study", text, [], 0, [Path(args.out)])
+
+
+def overhead_lines(main: dict | None) -> list[str]:
+    """The Snakemake main process's own CPU (a :func:`bench.overhead.read` record), or nothing."""
+    if main is None:
+        return []
+    wall = "unknown" if main["wall_s"] is None else f"{main['wall_s']:.1f} s"
+    return ["", "## The Snakemake main process (the workflow's own overhead)", "",
+            f"- CPU {main['cpu_s']:.1f} s (user {main['user_s']:.1f} s + system {main['system_s']:.1f} s) over "
+            f"{wall} of wall-clock, {main['jobs']} jobs, run ended {main['ended']}: `{' '.join(main['argv'])}`",
+            "- its own threads only (scheduling, input functions, benchmark sampling); its jobs and the job "
+            "server are other processes"]
 
 
 def add_study_arguments(p: argparse.ArgumentParser) -> None:
@@ -90,4 +108,4 @@ def add_study_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, default=Path("reports/perf/study.md"))
 
 
-__all__ = ["add_study_arguments", "read_benchmarks", "report_study", "summarise"]
+__all__ = ["add_study_arguments", "overhead_lines", "read_benchmarks", "report_study", "summarise"]

@@ -8,6 +8,7 @@ through the real ``prepare`` path, so the trainers read exactly what the workflo
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -56,3 +57,19 @@ def copy_checkout(dest: Path) -> Path:
     shutil.copytree(ROOT, dest, ignore=ignore)
     shutil.copytree(ROOT / "results" / "frozen", dest / "results" / "frozen")
     return dest
+
+
+def md_tables(text: str) -> list[list[list[str]]]:
+    """Every markdown table of ``text`` as rows of stripped cells (header first); each table is
+    checked to have a ``---`` separator row and rows as wide as its header."""
+    tables, cur = [], []
+    for line in text.splitlines() + [""]:
+        if line.startswith("|"):
+            cur.append([c.strip() for c in re.split(r"(?<!\\)\|", line.strip()[1:-1])])
+        elif cur:
+            tables.append(cur)
+            cur = []
+    for t in tables:
+        assert all(set(c) == {"-"} for c in t[1]), t[1]
+        assert all(len(r) == len(t[0]) for r in t), t
+    return tables

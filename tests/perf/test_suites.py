@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 
 import pandas as pd
 import pytest
@@ -20,21 +19,7 @@ from bench.perf import scaling as perf_scaling
 from bench.perf import study as perf_study
 from bench.perf.suites import SUITES
 from bench.report import figures
-
-
-def _tables(text: str) -> list[list[list[str]]]:
-    """Every markdown table of ``text`` as rows of stripped cells (header first)."""
-    tables, cur = [], []
-    for line in text.splitlines() + [""]:
-        if line.startswith("|"):
-            cur.append([c.strip() for c in re.split(r"(?<!\\)\|", line.strip()[1:-1])])
-        elif cur:
-            tables.append(cur)
-            cur = []
-    for t in tables:
-        assert all(set(c) == {"-"} for c in t[1]), t[1]
-        assert all(len(r) == len(t[0]) for r in t), t
-    return tables
+from helpers import md_tables
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +66,7 @@ def test_scaling_csv_has_the_figure_columns_and_pirank_variants(quick_all):
     slopes = figures.scaling_data(frame)  # the renderer accepts the CSV as is
     assert len(slopes) == 5 and slopes.time_slope.notna().all()
     md = (out / "scaling.md").read_text(encoding="utf-8")
-    main_table, slope_table = _tables(md)[:2]
+    main_table, slope_table = md_tables(md)[:2]
     assert len(main_table) == 2 + 10 and len(slope_table) == 2 + 5
     assert slope_table[0][4] == "time slope of the excess over listnet"
     assert "near-linear" in md and "full-matrix" in md
@@ -97,7 +82,7 @@ def test_scaling_csv_has_the_figure_columns_and_pirank_variants(quick_all):
 def test_suite_tables_are_well_formed(quick_all, suite, header):
     _, out, _ = quick_all
     text = (out / f"{suite}.md").read_text(encoding="utf-8")
-    first = _tables(text)[0]
+    first = md_tables(text)[0]
     assert first[0] == header and len(first) > 2
     assert "error" not in text
 
@@ -110,7 +95,7 @@ def test_parse_suite_checks_identical_arrays_and_reports_both_targets(quick_all)
 
 def test_study_lists_the_slowest_jobs_first(quick_all):
     text = (quick_all[1] / "study.md").read_text(encoding="utf-8")
-    rows = _tables(text)[0][2:]
+    rows = md_tables(text)[0][2:]
     assert [r[0] for r in rows] == ["runs/exp/job2", "runs/exp/job0", "runs/exp/job1"]
     assert "3 jobs; sum of job wall-clock 11.8 s" in text
 
@@ -170,7 +155,7 @@ def test_only_at_restricts_one_length(tmp_path):
     rc = main(["perf", "losses", "--device", "cpu", "--lengths", "5,7", "--batch", "1", "--repeats", "1",
                "--losses", "rmse,ranknet", "--only-at", "7=ranknet", "--out", str(out)])
     assert rc == 0
-    rows = _tables(out.read_text(encoding="utf-8"))[0][2:]
+    rows = md_tables(out.read_text(encoding="utf-8"))[0][2:]
     assert [(r[0], r[1]) for r in rows] == [("5", "rmse"), ("5", "ranknet"), ("7", "ranknet")]
 
 

@@ -5,7 +5,6 @@ measured column and never a silent default. No wall-time assertions."""
 from __future__ import annotations
 
 import contextlib
-import re
 
 import numpy as np
 import pytest
@@ -14,19 +13,10 @@ import torch
 from bench.cli import main
 from bench.perf import train as perf_train
 from bench.training.device import autocast, deterministic
+from helpers import md_tables
 
 TINY = {"hidden": (16, 8), "batch": 4, "list_size": 150}  # mslr-like: mean length ~120, some pad, some cut
 
-
-def _tables(text: str) -> list[list[list[str]]]:
-    tables, cur = [], []
-    for line in text.splitlines() + [""]:
-        if line.startswith("|"):
-            cur.append([c.strip() for c in re.split(r"(?<!\\)\|", line.strip()[1:-1])])
-        elif cur:
-            tables.append(cur)
-            cur = []
-    return tables
 
 
 def _real_docs(fold, list_size: int) -> int:
@@ -87,7 +77,7 @@ def test_suite_tables_are_consistent(tmp_path):
                "--out", str(out)])
     assert rc == 0
     text = out.read_text(encoding="utf-8")
-    fp32, bf16 = _tables(text)[:2]
+    fp32, bf16 = md_tables(text)[:2]
     assert [r[:2] for r in fp32[2:]] == [["equal", "ranknet"], ["mslr-like", "ranknet"]]
     equal = perf_train.kind_fold("equal", 10, 4, 16)
     mslr = perf_train.kind_fold("mslr-like", 10, 4, 16)

@@ -32,7 +32,7 @@ class _ApproxRanks(torch.autograd.Function):
         # sigma(0) = 1/2 exactly, so removing the j = i term this way is exact.
         ranks = 0.5 + torch.bmm(p, m.unsqueeze(-1)).squeeze(-1)
         if ctx.needs_input_grad[0]:
-            ctx.save_for_backward(p.addcmul_(p, p, value=-1.0), m)  # P' = P - P^2, one in-place pass
+            ctx.save_for_backward(p.sub_(p * p), m)  # P' = P - P^2 in place (addcmul_ would fuse the multiply: other bits)
         return ranks
 
     @staticmethod

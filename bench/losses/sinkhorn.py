@@ -39,36 +39,20 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 
-def _rowvec_times(x: Tensor, m: Tensor, per_list: bool) -> Tensor:
-    """``x[b] @ m[b]`` for every list: ``[B, n] x [B, n, p] -> [B, p]``.
-
-    With ``per_list`` on CPU the product is written into a strided view (one spare column),
-    for which ``baddbmm_`` runs one BLAS matrix-vector product per list instead of a batched
-    ``bmm``: on the shared 2-core machine, with the other cores busy, this measured 6-14 ms
-    per 64 MB pass against 11-16 ms for ``bmm`` (B = 16, L = 1000; same sums, another order
-    of additions, so other float32 bits). Only NeuralNDCG's fused path
-    (:func:`softmax_sinkhorn_bilinear`) asks for it; :func:`sinkhorn_bilinear` and
-    :func:`sinkhorn` (SinkProp) keep the batched ``bmm``, so their runs stay bit-identical to
-    earlier releases'. Elsewhere always a plain ``bmm``.
-    """
-    if not per_list or m.device.type != "cpu":
-        return torch.bmm(x[:, None, :], m)[:, 0, :]
-    out = x.new_empty(m.shape[0], 1, m.shape[2] + 1)[:, :, : m.shape[2]]
-    return out.baddbmm_(x[:, None, :], m, beta=0)[:, 0, :]
-
-
-def _kv(k: Tensor, v: Tensor, per_list: bool = False) -> Tensor:
+def _kv(k: Tensor, v: Tensor) -> Tensor:
     # (K v)_i as a row vector times K^T: much faster than bmm(K, v[..., None]) on CPU BLAS.
-    return _rowvec_times(v, k.transpose(1, 2), per_list)
+    # (One BLAS gemv per list through a strided baddbmm_ was tried: faster only on a loaded
+    # machine, 1.4x slower for NeuralNDCG on an idle one, and other float32 bits.)
+    return torch.bmm(v[:, None, :], k.transpose(1, 2))[:, 0, :]
 
 
-def _ktu(k: Tensor, u: Tensor, per_list: bool = False) -> Tensor:
+def _ktu(k: Tensor, u: Tensor) -> Tensor:
     # (K^T u)_j
-    return _rowvec_times(u, k, per_list)
+    return torch.bmm(u[:, None, :], k)[:, 0, :]
 
 
 def _iterate(k: Tensor, row_mask: Tensor, col_mask: Tensor, max_iter: int, tol: float,
-             check_every: int, record: bool, per_list: bool = False):
+             check_every: int, record: bool):
     """Run the masked scaling loop; returns ``u, v, history`` (history only if ``record``)."""
     dtype, device = k.dtype, k.device
     zero = torch.zeros((), dtype=dtype, device=device)
@@ -79,7 +63,7 @@ def _iterate(k: Tensor, row_mask: Tensor, col_mask: Tensor, max_iter: int, tol: 
     done = n_rows <= 1  # an empty or 1x1 block needs no scaling
     us, vs, acts = [u], [v], []
     for t in range(1, max_iter + 1):
-        x = _kv(k, v, per_list)
+        x = _kv(k, v)
         if t >= 2:
             err = torch.where(row_mask, (u * x - 1.0).abs(), zero).amax(dim=-1)
             done = done | (err <= tol)
@@ -87,7 +71,7 @@ def _iterate(k: Tensor, row_mask: Tensor, col_mask: Tensor, max_iter: int, tol: 
                 break
         active = ~done
         u_new = torch.where(row_mask, 1.0 / x.clamp(min=floor), zero)
-        v_new = torch.where(col_mask, 1.0 / _ktu(k, u_new, per_list).clamp(min=floor), zero)
+        v_new = torch.where(col_mask, 1.0 / _ktu(k, u_new).clamp(min=floor), zero)
         u = torch.where(active[:, None], u_new, u)
         v = torch.where(active[:, None], v_new, v)
         if record:
@@ -98,11 +82,10 @@ def _iterate(k: Tensor, row_mask: Tensor, col_mask: Tensor, max_iter: int, tol: 
 
 
 def _forward_value(k: Tensor, left: Tensor, right: Tensor, row_mask: Tensor, col_mask: Tensor, max_iter: int,
-                   tol: float, check_every: int, per_list: bool) -> tuple[Tensor, tuple[Tensor, ...]]:
-    """The bilinear value per list and what the backward needs besides ``K`` (``per_list``:
-    :func:`_rowvec_times`)."""
-    u, v, (us, vs, acts) = _iterate(k, row_mask, col_mask, max_iter, tol, check_every, True, per_list)
-    kw = _kv(k, v * right, per_list)
+                   tol: float, check_every: int) -> tuple[Tensor, tuple[Tensor, ...]]:
+    """The bilinear value per list and what the backward needs besides ``K``."""
+    u, v, (us, vs, acts) = _iterate(k, row_mask, col_mask, max_iter, tol, check_every, True)
+    kw = _kv(k, v * right)
     value = (left * u * kw).sum(-1)
     saved = (left, right, kw, torch.stack(us), torch.stack(vs),
              torch.stack(acts) if acts else torch.zeros(0, k.shape[0], dtype=torch.bool, device=k.device))
@@ -110,7 +93,7 @@ def _forward_value(k: Tensor, left: Tensor, right: Tensor, row_mask: Tensor, col
 
 
 def _backward_factors(k: Tensor, grad_value: Tensor, left: Tensor, right: Tensor, kw: Tensor, us: Tensor, vs: Tensor,
-                      acts: Tensor, need_k: bool, per_list: bool) -> tuple[Tensor | None, Tensor | None, Tensor, Tensor]:
+                      acts: Tensor, need_k: bool) -> tuple[Tensor | None, Tensor | None, Tensor, Tensor]:
     """Back-propagate through the unrolled iterations on vectors.
 
     Returns ``(lcols, rcols, grad_left, grad_right)`` where the gradient with respect to
@@ -121,7 +104,7 @@ def _backward_factors(k: Tensor, grad_value: Tensor, left: Tensor, right: Tensor
     g = grad_value[:, None]
     u_t, v_t = us[-1], vs[-1]
     lu = g * left * u_t
-    ktlu = _ktu(k, lu, per_list)
+    ktlu = _ktu(k, lu)
     grad_left = g * u_t * kw
     grad_right = v_t * ktlu
     if not need_k:
@@ -134,9 +117,9 @@ def _backward_factors(k: Tensor, grad_value: Tensor, left: Tensor, right: Tensor
         act = acts[t - 1][:, None]
         u_t, v_t, v_prev = us[t], vs[t], vs[t - 1]
         a = torch.where(act, -gv * v_t * v_t, zero)  # dL/d(K^T u_t)
-        gu_tot = gu + _kv(k, a, per_list)
+        gu_tot = gu + _kv(k, a)
         c = torch.where(act, -gu_tot * u_t * u_t, zero)  # dL/d(K v_{t-1})
-        gv = torch.where(act, _ktu(k, c, per_list), gv)
+        gv = torch.where(act, _ktu(k, c), gv)
         gu = torch.where(act, zero, gu_tot)
         lcols += [u_t, c]
         rcols += [a, v_prev]
@@ -149,7 +132,7 @@ class _SinkhornBilinear(torch.autograd.Function):
     @staticmethod
     def forward(ctx, k, left, right, row_mask, col_mask, max_iter, tol, check_every):  # type: ignore[override]
         with torch.no_grad():
-            value, saved = _forward_value(k, left, right, row_mask, col_mask, max_iter, tol, check_every, False)
+            value, saved = _forward_value(k, left, right, row_mask, col_mask, max_iter, tol, check_every)
         ctx.save_for_backward(k, *saved)
         return value
 
@@ -157,8 +140,7 @@ class _SinkhornBilinear(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, grad_value):  # type: ignore[override]
         k, *saved = ctx.saved_tensors
-        lcols, rcols, grad_left, grad_right = _backward_factors(k, grad_value, *saved, need_k=ctx.needs_input_grad[0],
-                                                                per_list=False)
+        lcols, rcols, grad_left, grad_right = _backward_factors(k, grad_value, *saved, need_k=ctx.needs_input_grad[0])
         grad_k = None if lcols is None or rcols is None else torch.bmm(lcols, rcols)
         return (grad_k, grad_left if ctx.needs_input_grad[1] else None, grad_right if ctx.needs_input_grad[2] else None,
                 None, None, None, None, None)
@@ -197,7 +179,7 @@ class _SoftmaxSinkhornBilinear(torch.autograd.Function):
         with torch.no_grad():
             p = _softmax_rows_(torch.baddbmm(bias[:, None, :], coef[:, :, None], s[:, None, :]))
             k = p.transpose(1, 2) if transpose else p
-            value, saved = _forward_value(k, left, right, row_mask, col_mask, max_iter, tol, check_every, True)
+            value, saved = _forward_value(k, left, right, row_mask, col_mask, max_iter, tol, check_every)
         ctx.transpose = transpose
         ctx.save_for_backward(p, coef, s, *saved)
         return value
@@ -208,7 +190,7 @@ class _SoftmaxSinkhornBilinear(torch.autograd.Function):
         p, coef, s, *saved = ctx.saved_tensors
         k = p.transpose(1, 2) if ctx.transpose else p
         need_k = any(ctx.needs_input_grad[:3])
-        lcols, rcols, grad_left, grad_right = _backward_factors(k, grad_value, *saved, need_k=need_k, per_list=True)
+        lcols, rcols, grad_left, grad_right = _backward_factors(k, grad_value, *saved, need_k=need_k)
         grads: list[Tensor | None] = [None, None, None]
         if lcols is not None and rcols is not None:
             # dL/dP = lcols @ rcols, transposed back when K = P^T

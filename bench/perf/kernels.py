@@ -165,7 +165,7 @@ def _check_all(sides: list[Side], kernels: list[str]) -> dict[str, tuple[float, 
             for side in sides:
                 path = Path(tmp) / f"{side.label}-{name}.pt"
                 side.ask({"op": "check", "name": name, "path": str(path)})
-                got.append(torch.load(path))
+                got.append(torch.load(path, weights_only=True))  # tensors only: never unpickle code
             if len(got) == 2:
                 out[name] = compare(got[0], got[1])
     return out

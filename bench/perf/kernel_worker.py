@@ -27,16 +27,18 @@ import time
 import torch
 
 
-def make_inputs(batch: int, length: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Scores ~ N(0, 1), labels uniform on 0..4, full lists; float32, from one seeded generator.
+def make_inputs(batch: int, length: int, seed: int, dtype: torch.dtype = torch.float32,
+                device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Scores ~ N(0, 1), labels uniform on 0..4, full lists, from one seeded CPU generator
+    (the same numbers on every device); also the inputs of ``ltr-bench perf losses``.
 
     >>> s, y, m = make_inputs(2, 3, 0); tuple(s.shape), y.dtype, bool(m.all())
     ((2, 3), torch.float32, True)
     """
     gen = torch.Generator().manual_seed(seed)
-    scores = torch.randn(batch, length, generator=gen, dtype=torch.float32)
-    labels = torch.randint(0, 5, (batch, length), generator=gen).to(torch.float32)
-    return scores, labels, torch.ones(batch, length, dtype=torch.bool)
+    scores = torch.randn(batch, length, generator=gen, dtype=dtype).to(device)
+    labels = torch.randint(0, 5, (batch, length), generator=gen).to(dtype).to(device)
+    return scores, labels, torch.ones(batch, length, dtype=torch.bool, device=device)
 
 
 def main(argv: list[str]) -> int:

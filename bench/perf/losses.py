@@ -53,6 +53,7 @@ from bench.perf.common import (
     sync,
     targets_section,
 )
+from bench.perf.kernel_worker import make_inputs
 from bench.training.device import resolve_device
 
 SLOW_CALL_S = 5.0
@@ -113,10 +114,7 @@ def reference_lists(name: str, kind: str, length: int, batch: int, itemsize: int
 
 
 def _inputs(batch: int, length: int, seed: int, dtype: torch.dtype, device: torch.device):
-    gen = torch.Generator().manual_seed(seed + length)
-    scores = torch.randn(batch, length, generator=gen, dtype=dtype).to(device)
-    labels = torch.randint(0, 5, (batch, length), generator=gen).to(dtype).to(device)
-    return scores, labels, torch.ones(batch, length, dtype=torch.bool, device=device)
+    return make_inputs(batch, length, seed + length, dtype, device)
 
 
 COLUMNS = ["L", "loss", "ours fwd+bwd (s)", "ours peak (MiB)", "reference", "ref lists measured b",

@@ -34,6 +34,10 @@ row or column (exact underflow of every entry) finite; ordinary inputs never rea
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from pathlib import Path
+
 import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
@@ -81,19 +85,85 @@ def _iterate(k: Tensor, row_mask: Tensor, col_mask: Tensor, max_iter: int, tol: 
     return u, v, (us, vs, acts)
 
 
-def _forward_value(k: Tensor, left: Tensor, right: Tensor, row_mask: Tensor, col_mask: Tensor, max_iter: int,
-                   tol: float, check_every: int) -> tuple[Tensor, tuple[Tensor, ...]]:
-    """The bilinear value per list and what the backward needs besides ``K``."""
-    u, v, (us, vs, acts) = _iterate(k, row_mask, col_mask, max_iter, tol, check_every, True)
-    kw = _kv(k, v * right)
-    value = (left * u * kw).sum(-1)
-    saved = (left, right, kw, torch.stack(us), torch.stack(vs),
-             torch.stack(acts) if acts else torch.zeros(0, k.shape[0], dtype=torch.bool, device=k.device))
+def _largest_cache_bytes(root: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> int | None:
+    """Size of this CPU's largest data cache in bytes (Linux sysfs), ``None`` where unknown."""
+    sizes = []
+    for index in root.glob("index*"):
+        try:
+            if (index / "type").read_text().strip() == "Instruction":
+                continue
+            text = (index / "size").read_text().strip().upper()
+        except OSError:
+            continue
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        digits = text.rstrip("KMG")
+        if digits.isdigit():
+            sizes.append(int(digits) * scale)
+    return max(sizes) if sizes else None
+
+
+@functools.cache
+def _chunk_budget_bytes() -> int | None:
+    # A quarter of the largest cache: a chunk's K and, in the backward, its gradient beside
+    # it in half (2 lists of L = 1000 on a 32 MiB L3; 1, 3 and 4 lists measured 1.2-1.5x slower).
+    size = _largest_cache_bytes()
+    return None if size is None else size // 4
+
+
+def _list_chunks(batch: int, list_bytes: int, device: torch.device) -> list[slice]:
+    """Consecutive slices of the ``batch`` lists whose ``K`` blocks (``list_bytes`` each)
+    together fit a quarter of the CPU's largest cache, so that all iterations of a chunk, and the
+    ``[R, C]`` passes around them, read ``K`` from cache instead of memory (about 3x faster
+    per pass at B = 16, L = 1000 on a 32 MiB L3).
+
+    Each list's result depends only on that list (per-list freezing), and every batched
+    product, softmax and row sum here gives a list the same bits whatever the batch around
+    it, so chunking changes no bit (tested). One chunk on other devices, where the cache size
+    is unknown, when the whole batch fits, or when one list alone does not (nothing to gain).
+    """
+    budget = _chunk_budget_bytes() if device.type == "cpu" else None
+    if budget is None or list_bytes == 0 or list_bytes > budget or batch * list_bytes <= budget:
+        return [slice(None)]
+    n = budget // list_bytes
+    return [slice(i, i + n) for i in range(0, batch, n)]
+
+
+KOfChunk = Callable[[slice], Tensor]
+Consume = Callable[[slice, Tensor, Tensor], None]
+
+
+def _forward_value(k_of: KOfChunk, chunks: list[slice], left: Tensor, right: Tensor, row_mask: Tensor,
+                   col_mask: Tensor, max_iter: int, tol: float, check_every: int) -> tuple[Tensor, tuple[Tensor, ...]]:
+    """The bilinear value per list and what the backward needs besides ``K``, chunk by chunk
+    of lists; ``k_of(c)`` gives (or first computes) chunk ``c``'s ``K``.
+
+    A chunk that stops early is padded to the longest chunk's iteration count with frozen
+    steps (the same ``u``, ``v``; inactive): exactly what one loop over the whole batch
+    records, since that loop stops at the first check where every list is done.
+    """
+    parts = []
+    for c in chunks:
+        k = k_of(c)
+        u, v, (us, vs, acts) = _iterate(k, row_mask[c], col_mask[c], max_iter, tol, check_every, True)
+        kw = _kv(k, v * right[c])
+        parts.append(((left[c] * u * kw).sum(-1), kw, us, vs, acts))
+    steps = max(len(acts) for *_, acts in parts)
+    us_all, vs_all, acts_all = [], [], []
+    for _, kw, us, vs, acts in parts:
+        pad = steps - len(acts)
+        us_all.append(torch.stack(us + us[-1:] * pad))
+        vs_all.append(torch.stack(vs + vs[-1:] * pad))
+        acts_all.append(torch.cat([torch.stack(acts) if acts else torch.zeros(0, kw.shape[0], dtype=torch.bool,
+                                                                              device=kw.device),
+                                   torch.zeros(pad, kw.shape[0], dtype=torch.bool, device=kw.device)]))
+    value = torch.cat([part[0] for part in parts])
+    saved = (left, right, torch.cat([part[1] for part in parts]), torch.cat(us_all, 1), torch.cat(vs_all, 1),
+             torch.cat(acts_all, 1))
     return value, saved
 
 
-def _backward_factors(k: Tensor, grad_value: Tensor, left: Tensor, right: Tensor, kw: Tensor, us: Tensor, vs: Tensor,
-                      acts: Tensor, need_k: bool) -> tuple[Tensor | None, Tensor | None, Tensor, Tensor]:
+def _backward_chunk(k: Tensor, grad_value: Tensor, left: Tensor, right: Tensor, kw: Tensor, us: Tensor, vs: Tensor,
+                    acts: Tensor, need_k: bool) -> tuple[Tensor | None, Tensor | None, Tensor, Tensor]:
     """Back-propagate through the unrolled iterations on vectors.
 
     Returns ``(lcols, rcols, grad_left, grad_right)`` where the gradient with respect to
@@ -126,13 +196,30 @@ def _backward_factors(k: Tensor, grad_value: Tensor, left: Tensor, right: Tensor
     return torch.stack(lcols, -1), torch.stack(rcols, 1), grad_left, grad_right
 
 
+def _backward_factors(k_of: KOfChunk, chunks: list[slice], grad_value: Tensor, left: Tensor, right: Tensor,
+                      kw: Tensor, us: Tensor, vs: Tensor, acts: Tensor, consume: Consume | None) -> tuple[Tensor, Tensor]:
+    """:func:`_backward_chunk` chunk by chunk; returns ``(grad_left, grad_right)`` and, when
+    ``consume`` is given, hands it each chunk's rank-``m`` factors of the gradient of ``K``
+    while that chunk is still in cache."""
+    grad_left, grad_right = torch.empty_like(left), torch.empty_like(right)
+    for c in chunks:
+        lcols, rcols, grad_left[c], grad_right[c] = _backward_chunk(
+            k_of(c), grad_value[c], left[c], right[c], kw[c], us[:, c], vs[:, c], acts[:, c], consume is not None)
+        if consume is not None and lcols is not None and rcols is not None:
+            consume(c, lcols, rcols)
+    return grad_left, grad_right
+
+
 class _SinkhornBilinear(torch.autograd.Function):
     """``left^T diag(u) K diag(v) right`` per list, with the unrolled vector backward."""
 
     @staticmethod
     def forward(ctx, k, left, right, row_mask, col_mask, max_iter, tol, check_every):  # type: ignore[override]
+        chunks = _list_chunks(k.shape[0], k.shape[1] * k.shape[2] * k.element_size(), k.device)
         with torch.no_grad():
-            value, saved = _forward_value(k, left, right, row_mask, col_mask, max_iter, tol, check_every)
+            value, saved = _forward_value(lambda c: k[c], chunks, left, right, row_mask, col_mask, max_iter, tol,
+                                          check_every)
+        ctx.chunks = chunks
         ctx.save_for_backward(k, *saved)
         return value
 
@@ -140,47 +227,60 @@ class _SinkhornBilinear(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, grad_value):  # type: ignore[override]
         k, *saved = ctx.saved_tensors
-        lcols, rcols, grad_left, grad_right = _backward_factors(k, grad_value, *saved, need_k=ctx.needs_input_grad[0])
-        grad_k = None if lcols is None or rcols is None else torch.bmm(lcols, rcols)
+        grad_k = torch.empty_like(k) if ctx.needs_input_grad[0] else None
+
+        def consume(c: slice, lcols: Tensor, rcols: Tensor) -> None:
+            torch.bmm(lcols, rcols, out=grad_k[c])
+
+        grad_left, grad_right = _backward_factors(lambda c: k[c], ctx.chunks, grad_value, *saved,
+                                                  consume=None if grad_k is None else consume)
         return (grad_k, grad_left if ctx.needs_input_grad[1] else None, grad_right if ctx.needs_input_grad[2] else None,
                 None, None, None, None, None)
 
 
-def _softmax_rows_(z: Tensor) -> Tensor:
-    """Row softmax of ``z`` written over ``z`` on CPU (one [B, R, C] buffer instead of two;
-    bitwise the same as ``torch.softmax``), out of place on other devices."""
-    if z.device.type != "cpu":
-        return torch.softmax(z, dim=-1)
-    return torch.ops.aten._softmax.out(z, -1, False, out=z)
+def _softmax_rows(z: Tensor, out: Tensor) -> Tensor:
+    """Row softmax of ``z`` into ``out`` (bitwise the same as ``torch.softmax``)."""
+    return torch.ops.aten._softmax.out(z, -1, False, out=out)
 
 
 def _softmax_rows_backward_(grad: Tensor, p: Tensor) -> Tensor:
-    """``p * (grad - rowsum(p * grad))``, written over ``grad`` on CPU (``grad`` is ours)."""
-    if grad.device.type != "cpu":
+    """``p * (grad - rowsum(p * grad))`` (as autograd's softmax backward), written over
+    ``grad`` on CPU when ``grad`` is contiguous (``grad`` is ours), out of place otherwise."""
+    if grad.device.type != "cpu" or not grad.is_contiguous():
         return torch._softmax_backward_data(grad, p, -1, p.dtype)
     return torch.ops.aten._softmax_backward_data.out(grad, p, -1, p.dtype, grad_input=grad)
 
 
 class _SoftmaxSinkhornBilinear(torch.autograd.Function):
-    r"""``left^T Sinkhorn(K) right`` with :math:`K = \mathrm{softmax}_{\text{rows}}(c\, s^\top + \mathbf 1 b^\top)`
-    (or its transpose), the logits given by their factors.
+    r"""``left^T Sinkhorn(K) right`` with :math:`K = P` or :math:`P^\top`,
+    :math:`P = \mathrm{softmax}_{\text{rows}}(c\, s^\top + \mathbf 1 b^\top)`, the logits given by
+    their factors.
 
-    Fusing the softmax into the Sinkhorn function lets every ``[B, L, L]`` step run in
-    place: the logits, their softmax and ``K`` are one buffer; in the backward the rank-``m``
-    gradient of ``K`` is multiplied out into one buffer, the softmax backward overwrites it
-    and one batched product with :math:`[c; \mathbf 1]` gives the gradients of ``s`` and
-    ``b`` (the logits' backward) in a single pass. Autograd through
-    ``baddbmm -> softmax -> sinkhorn_bilinear`` allocates two more ``[B, L, L]`` buffers and
-    makes two more passes.
+    Everything ``[B, L, L]`` runs chunk by chunk of lists (:func:`_list_chunks`), each chunk
+    while it is in cache: forward, its logits are written into the saved ``P``, the softmax
+    runs in place and the iterations follow; backward, its iterations, the rank-``m``
+    gradient of ``K`` multiplied out, the softmax backward over it and the logits' backward
+    (:math:`\partial z / \partial s = c`, :math:`\partial z / \partial b = 1`,
+    :math:`\partial z / \partial c = s`). Every step is the operation autograd runs through
+    ``baddbmm -> softmax -> sinkhorn_bilinear``, so the value and the gradients have the
+    same bits as that unfused chain (tested), with one ``[B, L, L]`` buffer (``P``) kept
+    instead of three and the passes over it made in cache.
     """
 
     @staticmethod
     def forward(ctx, coef, s, bias, left, right, row_mask, col_mask, max_iter, tol, check_every, transpose):  # type: ignore[override]
+        p = torch.empty(coef.shape[0], coef.shape[1], s.shape[1], dtype=s.dtype, device=s.device)
+        chunks = _list_chunks(p.shape[0], p.shape[1] * p.shape[2] * p.element_size(), p.device)
+        logits = torch.empty_like(p[chunks[0]])  # one chunk's logits, reused
+
+        def k_of(c: slice) -> Tensor:
+            z = torch.baddbmm(bias[c, None, :], coef[c, :, None], s[c, None, :], out=logits[:p[c].shape[0]])
+            pc = _softmax_rows(z, out=p[c])
+            return pc.transpose(1, 2) if transpose else pc
+
         with torch.no_grad():
-            p = _softmax_rows_(torch.baddbmm(bias[:, None, :], coef[:, :, None], s[:, None, :]))
-            k = p.transpose(1, 2) if transpose else p
-            value, saved = _forward_value(k, left, right, row_mask, col_mask, max_iter, tol, check_every)
-        ctx.transpose = transpose
+            value, saved = _forward_value(k_of, chunks, left, right, row_mask, col_mask, max_iter, tol, check_every)
+        ctx.transpose, ctx.chunks = transpose, chunks
         ctx.save_for_backward(p, coef, s, *saved)
         return value
 
@@ -188,17 +288,25 @@ class _SoftmaxSinkhornBilinear(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, grad_value):  # type: ignore[override]
         p, coef, s, *saved = ctx.saved_tensors
-        k = p.transpose(1, 2) if ctx.transpose else p
-        need_k = any(ctx.needs_input_grad[:3])
-        lcols, rcols, grad_left, grad_right = _backward_factors(k, grad_value, *saved, need_k=need_k)
-        grads: list[Tensor | None] = [None, None, None]
-        if lcols is not None and rcols is not None:
-            # dL/dP = lcols @ rcols, transposed back when K = P^T
-            dz = torch.bmm(rcols.transpose(1, 2), lcols.transpose(1, 2)) if ctx.transpose else torch.bmm(lcols, rcols)
-            dz = _softmax_rows_backward_(dz, p)  # dL/dz, z_ij = c_i s_j + b_j
-            sums = torch.bmm(torch.stack((coef, torch.ones_like(coef)), 1), dz)  # [B, 2, C]: dL/ds, dL/db
-            grad_coef = torch.bmm(dz, s[:, :, None])[:, :, 0] if ctx.needs_input_grad[0] else None
-            grads = [grad_coef, sums[:, 0], sums[:, 1]]
+        transpose = ctx.transpose
+        need_logits = any(ctx.needs_input_grad[:3])
+        grad_coef = torch.empty_like(coef) if ctx.needs_input_grad[0] else None
+        grad_s, grad_bias = torch.empty_like(s), torch.empty_like(s)
+
+        def consume(c: slice, lcols: Tensor, rcols: Tensor) -> None:
+            grad_k = torch.bmm(lcols, rcols)  # dL/dK; dL/dP is its transpose when K = P^T
+            dz = _softmax_rows_backward_(grad_k.transpose(1, 2) if transpose else grad_k, p[c])  # dL/dz
+            grad_s[c] = torch.bmm(coef[c, None, :], dz)[:, 0]  # z_ij = c_i s_j + b_j
+            grad_bias[c] = dz.sum(1)
+            if grad_coef is not None:
+                grad_coef[c] = torch.bmm(dz, s[c, :, None])[:, :, 0]
+
+        def k_of(c: slice) -> Tensor:
+            return p[c].transpose(1, 2) if transpose else p[c]
+
+        grad_left, grad_right = _backward_factors(k_of, ctx.chunks, grad_value, *saved,
+                                                  consume=consume if need_logits else None)
+        grads = [grad_coef, grad_s, grad_bias] if need_logits else [None, None, None]
         return (*grads, grad_left if ctx.needs_input_grad[3] else None, grad_right if ctx.needs_input_grad[4] else None,
                 None, None, None, None, None, None)
 

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+from bench.losses import sinkhorn as sinkhorn_module
 from bench.losses.arf import ARFLoss, arf_relax
 from bench.losses.neuralndcg import neuralndcg, neuralndcg_transposed
 from bench.losses.neuralsort import abs_diff_row_sums, neuralsort, neuralsort_log
@@ -181,6 +182,78 @@ def test_sinkhorn_vector_backward_matches_autograd_and_finite_differences(max_it
     assert torch.allclose(v1, v2, rtol=1e-12) and torch.allclose(k1.grad, k2.grad, atol=1e-12)
     f = lambda x, left, right: sinkhorn_bilinear(x, left, right, rows, cols, max_iter=max_iter, tol=tol)  # noqa: E731
     assert torch.autograd.gradcheck(f, (k.requires_grad_(True), a.requires_grad_(True), b.requires_grad_(True)))
+
+
+def _value_and_grads(fn, *inputs):
+    leaves = [x.clone().requires_grad_(True) for x in inputs]
+    value = fn(*leaves)
+    value.sum().backward()
+    return [value.detach()] + [leaf.grad for leaf in leaves]
+
+
+CHUNKED = {
+    "neuralndcg": lambda s, y, m: neuralndcg(s, y, m),
+    "neuralndcg@5": lambda s, y, m: neuralndcg(s, y, m, k=5),
+    "neuralndcg_transposed": lambda s, y, m: neuralndcg_transposed(s, y, m),
+    "neuralndcg_transposed@5": lambda s, y, m: neuralndcg_transposed(s, y, m, k=5, tau=0.5),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CHUNKED))
+@pytest.mark.parametrize("lists_per_chunk", [1, 2, 3])
+def test_chunking_the_lists_changes_no_bit(monkeypatch, name, lists_per_chunk):
+    """Oracle: the same loss with the whole batch as one chunk; equality is bitwise (float32)."""
+    # Short lists converge in a few iterations, long ones run to max_iter: chunks stop at
+    # different iterations, so the padding of the shorter histories is exercised.
+    s, y, m = batch([40, 3, 0, 1, 25, 40, 6], 40, seed=11, dtype=torch.float32)
+    fn = CHUNKED[name]
+    monkeypatch.setattr(sinkhorn_module, "_chunk_budget_bytes", lambda: None)
+    whole = _value_and_grads(lambda x: fn(x, y, m), s)
+    monkeypatch.setattr(sinkhorn_module, "_chunk_budget_bytes", lambda: lists_per_chunk * 40 * 40 * 4)
+    assert len(sinkhorn_module._list_chunks(7, 40 * 40 * 4, s.device)) == -(-7 // lists_per_chunk)
+    chunked = _value_and_grads(lambda x: fn(x, y, m), s)
+    assert all(torch.equal(a, b) for a, b in zip(whole, chunked))
+
+
+def test_chunking_changes_no_bit_of_sinkhorn_bilinear(monkeypatch):
+    """Value and the gradients of K, left and right, chunked by 2 lists against one chunk (bitwise)."""
+    s, _, m = batch([30, 4, 30, 2, 17], 30, seed=3, dtype=torch.float32)
+    rows = torch.arange(30)[None, :] < m.sum(-1, keepdim=True)
+    k = neuralsort(s, m, 1.0).detach() + 0.01
+    g = torch.Generator().manual_seed(4)
+    left, right = torch.rand(5, 30, generator=g), torch.rand(5, 30, generator=g)
+    iters = sinkhorn_iterations(k, rows, m)
+    assert len(set(iters.tolist())) > 1  # the chunks stop at different iterations
+
+    def fn(k, left, right):
+        return sinkhorn_bilinear(k, left, right, rows, m)
+
+    monkeypatch.setattr(sinkhorn_module, "_chunk_budget_bytes", lambda: None)
+    whole = _value_and_grads(fn, k, left, right)
+    monkeypatch.setattr(sinkhorn_module, "_chunk_budget_bytes", lambda: 2 * 30 * 30 * 4)
+    chunked = _value_and_grads(fn, k, left, right)
+    assert all(torch.equal(a, b) for a, b in zip(whole, chunked))
+
+
+def test_list_chunks_fit_the_budget(monkeypatch):
+    cpu = torch.device("cpu")
+    monkeypatch.setattr(sinkhorn_module, "_chunk_budget_bytes", lambda: 100)
+    assert sinkhorn_module._list_chunks(10, 30, cpu) == [slice(0, 3), slice(3, 6), slice(6, 9), slice(9, 12)]
+    assert sinkhorn_module._list_chunks(3, 30, cpu) == [slice(None)]  # the whole batch fits
+    assert sinkhorn_module._list_chunks(10, 101, cpu) == [slice(None)]  # one list alone does not
+    assert sinkhorn_module._list_chunks(10, 30, torch.device("meta")) == [slice(None)]  # not a CPU
+    monkeypatch.setattr(sinkhorn_module, "_chunk_budget_bytes", lambda: None)
+    assert sinkhorn_module._list_chunks(10, 30, cpu) == [slice(None)]  # cache size unknown
+
+
+def test_largest_cache_is_read_from_sysfs(tmp_path):
+    for index, kind, size in [(0, "Data", "32K"), (1, "Instruction", "64M"), (2, "Unified", "512K"),
+                              (3, "Unified", "32768K")]:
+        (tmp_path / f"index{index}").mkdir()
+        (tmp_path / f"index{index}" / "type").write_text(kind + "\n")
+        (tmp_path / f"index{index}" / "size").write_text(size + "\n")
+    assert sinkhorn_module._largest_cache_bytes(tmp_path) == 32 << 20  # the instruction cache ignored
+    assert sinkhorn_module._largest_cache_bytes(tmp_path / "absent") is None
 
 
 # ---------------------------------------------------------------- PiRank

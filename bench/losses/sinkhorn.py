@@ -128,22 +128,22 @@ def _list_chunks(batch: int, list_bytes: int, device: torch.device) -> list[slic
     return [slice(i, i + n) for i in range(0, batch, n)]
 
 
-KOfChunk = Callable[[slice], Tensor]
-Consume = Callable[[slice, Tensor, Tensor], None]
+KOfChunk = Callable[[int], Tensor]  # chunk index -> that chunk's K
+Consume = Callable[[int, Tensor, Tensor], None]  # chunk index, its lcols and rcols
 
 
 def _forward_value(k_of: KOfChunk, chunks: list[slice], left: Tensor, right: Tensor, row_mask: Tensor,
                    col_mask: Tensor, max_iter: int, tol: float, check_every: int) -> tuple[Tensor, tuple[Tensor, ...]]:
     """The bilinear value per list and what the backward needs besides ``K``, chunk by chunk
-    of lists; ``k_of(c)`` gives (or first computes) chunk ``c``'s ``K``.
+    of lists; ``k_of(i)`` gives (or first computes) the ``K`` of chunk ``chunks[i]``.
 
     A chunk that stops early is padded to the longest chunk's iteration count with frozen
     steps (the same ``u``, ``v``; inactive): exactly what one loop over the whole batch
     records, since that loop stops at the first check where every list is done.
     """
     parts = []
-    for c in chunks:
-        k = k_of(c)
+    for i, c in enumerate(chunks):
+        k = k_of(i)
         u, v, (us, vs, acts) = _iterate(k, row_mask[c], col_mask[c], max_iter, tol, check_every, True)
         kw = _kv(k, v * right[c])
         parts.append(((left[c] * u * kw).sum(-1), kw, us, vs, acts))
@@ -202,11 +202,11 @@ def _backward_factors(k_of: KOfChunk, chunks: list[slice], grad_value: Tensor, l
     ``consume`` is given, hands it each chunk's rank-``m`` factors of the gradient of ``K``
     while that chunk is still in cache."""
     grad_left, grad_right = torch.empty_like(left), torch.empty_like(right)
-    for c in chunks:
+    for i, c in enumerate(chunks):
         lcols, rcols, grad_left[c], grad_right[c] = _backward_chunk(
-            k_of(c), grad_value[c], left[c], right[c], kw[c], us[:, c], vs[:, c], acts[:, c], consume is not None)
+            k_of(i), grad_value[c], left[c], right[c], kw[c], us[:, c], vs[:, c], acts[:, c], consume is not None)
         if consume is not None and lcols is not None and rcols is not None:
-            consume(c, lcols, rcols)
+            consume(i, lcols, rcols)
     return grad_left, grad_right
 
 
@@ -217,8 +217,8 @@ class _SinkhornBilinear(torch.autograd.Function):
     def forward(ctx, k, left, right, row_mask, col_mask, max_iter, tol, check_every):  # type: ignore[override]
         chunks = _list_chunks(k.shape[0], k.shape[1] * k.shape[2] * k.element_size(), k.device)
         with torch.no_grad():
-            value, saved = _forward_value(lambda c: k[c], chunks, left, right, row_mask, col_mask, max_iter, tol,
-                                          check_every)
+            value, saved = _forward_value(lambda i: k[chunks[i]], chunks, left, right, row_mask, col_mask, max_iter,
+                                          tol, check_every)
         ctx.chunks = chunks
         ctx.save_for_backward(k, *saved)
         return value
@@ -229,26 +229,13 @@ class _SinkhornBilinear(torch.autograd.Function):
         k, *saved = ctx.saved_tensors
         grad_k = torch.empty_like(k) if ctx.needs_input_grad[0] else None
 
-        def consume(c: slice, lcols: Tensor, rcols: Tensor) -> None:
-            torch.bmm(lcols, rcols, out=grad_k[c])
+        def consume(i: int, lcols: Tensor, rcols: Tensor) -> None:
+            torch.bmm(lcols, rcols, out=grad_k[ctx.chunks[i]])
 
-        grad_left, grad_right = _backward_factors(lambda c: k[c], ctx.chunks, grad_value, *saved,
+        grad_left, grad_right = _backward_factors(lambda i: k[ctx.chunks[i]], ctx.chunks, grad_value, *saved,
                                                   consume=None if grad_k is None else consume)
         return (grad_k, grad_left if ctx.needs_input_grad[1] else None, grad_right if ctx.needs_input_grad[2] else None,
                 None, None, None, None, None)
-
-
-def _softmax_rows(z: Tensor, out: Tensor) -> Tensor:
-    """Row softmax of ``z`` into ``out`` (bitwise the same as ``torch.softmax``)."""
-    return torch.ops.aten._softmax.out(z, -1, False, out=out)
-
-
-def _softmax_rows_backward_(grad: Tensor, p: Tensor) -> Tensor:
-    """``p * (grad - rowsum(p * grad))`` (as autograd's softmax backward), written over
-    ``grad`` on CPU when ``grad`` is contiguous (``grad`` is ours), out of place otherwise."""
-    if grad.device.type != "cpu" or not grad.is_contiguous():
-        return torch._softmax_backward_data(grad, p, -1, p.dtype)
-    return torch.ops.aten._softmax_backward_data.out(grad, p, -1, p.dtype, grad_input=grad)
 
 
 class _SoftmaxSinkhornBilinear(torch.autograd.Function):
@@ -257,54 +244,63 @@ class _SoftmaxSinkhornBilinear(torch.autograd.Function):
     their factors.
 
     Everything ``[B, L, L]`` runs chunk by chunk of lists (:func:`_list_chunks`), each chunk
-    while it is in cache: forward, its logits are written into the saved ``P``, the softmax
-    runs in place and the iterations follow; backward, its iterations, the rank-``m``
-    gradient of ``K`` multiplied out, the softmax backward over it and the logits' backward
-    (:math:`\partial z / \partial s = c`, :math:`\partial z / \partial b = 1`,
+    while it is in cache: forward, its logits go into a scratch buffer, their softmax into
+    the chunk's saved ``P`` and the iterations follow; backward, its iterations, the
+    rank-``m`` gradient of ``K`` multiplied out, the softmax backward over it and the
+    logits' backward (:math:`\partial z / \partial s = c`, :math:`\partial z / \partial b = 1`,
     :math:`\partial z / \partial c = s`). Every step is the operation autograd runs through
     ``baddbmm -> softmax -> sinkhorn_bilinear``, so the value and the gradients have the
-    same bits as that unfused chain (tested), with one ``[B, L, L]`` buffer (``P``) kept
-    instead of three and the passes over it made in cache.
+    same bits as that unfused chain (tested), with one ``[B, L, L]`` of memory kept (``P``)
+    instead of three. ``P`` is kept as one tensor per chunk: blocks of a chunk's size are
+    reused by the allocator from one call to the next, where one ``[B, L, L]`` block is
+    mapped fresh and its pages faulted in every time (30 ms of 0.4 s at B = 16, L = 1000).
     """
 
     @staticmethod
     def forward(ctx, coef, s, bias, left, right, row_mask, col_mask, max_iter, tol, check_every, transpose):  # type: ignore[override]
-        p = torch.empty(coef.shape[0], coef.shape[1], s.shape[1], dtype=s.dtype, device=s.device)
-        chunks = _list_chunks(p.shape[0], p.shape[1] * p.shape[2] * p.element_size(), p.device)
-        logits = torch.empty_like(p[chunks[0]])  # one chunk's logits, reused
+        batch, rows, cols = coef.shape[0], coef.shape[1], s.shape[1]
+        chunks = _list_chunks(batch, rows * cols * s.element_size(), s.device)
+        lists = [len(range(batch)[c]) for c in chunks]
+        ps = [torch.empty(n, rows, cols, dtype=s.dtype, device=s.device) for n in lists]
+        logits = torch.empty_like(ps[0])  # one chunk's logits, reused
 
-        def k_of(c: slice) -> Tensor:
-            z = torch.baddbmm(bias[c, None, :], coef[c, :, None], s[c, None, :], out=logits[:p[c].shape[0]])
-            pc = _softmax_rows(z, out=p[c])
-            return pc.transpose(1, 2) if transpose else pc
+        def k_of(i: int) -> Tensor:
+            c = chunks[i]
+            z = torch.baddbmm(bias[c, None, :], coef[c, :, None], s[c, None, :], out=logits[:lists[i]])
+            p = torch.ops.aten._softmax.out(z, -1, False, out=ps[i])  # bitwise torch.softmax
+            return p.transpose(1, 2) if transpose else p
 
         with torch.no_grad():
             value, saved = _forward_value(k_of, chunks, left, right, row_mask, col_mask, max_iter, tol, check_every)
-        ctx.transpose, ctx.chunks = transpose, chunks
-        ctx.save_for_backward(p, coef, s, *saved)
+        ctx.transpose, ctx.chunks, ctx.n_saved = transpose, chunks, len(saved)
+        ctx.save_for_backward(coef, s, *saved, *ps)
         return value
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_value):  # type: ignore[override]
-        p, coef, s, *saved = ctx.saved_tensors
-        transpose = ctx.transpose
+        coef, s, *rest = ctx.saved_tensors
+        saved, ps = rest[:ctx.n_saved], rest[ctx.n_saved:]
+        chunks, transpose = ctx.chunks, ctx.transpose
         need_logits = any(ctx.needs_input_grad[:3])
         grad_coef = torch.empty_like(coef) if ctx.needs_input_grad[0] else None
         grad_s, grad_bias = torch.empty_like(s), torch.empty_like(s)
+        dz_buffer = torch.empty_like(ps[0]) if need_logits else None  # one chunk's dL/dz, reused
 
-        def consume(c: slice, lcols: Tensor, rcols: Tensor) -> None:
+        def consume(i: int, lcols: Tensor, rcols: Tensor) -> None:
+            c, p = chunks[i], ps[i]
             grad_k = torch.bmm(lcols, rcols)  # dL/dK; dL/dP is its transpose when K = P^T
-            dz = _softmax_rows_backward_(grad_k.transpose(1, 2) if transpose else grad_k, p[c])  # dL/dz
+            dz = torch.ops.aten._softmax_backward_data.out(  # dL/dz, as autograd's softmax backward
+                grad_k.transpose(1, 2) if transpose else grad_k, p, -1, p.dtype, grad_input=dz_buffer[:p.shape[0]])
             grad_s[c] = torch.bmm(coef[c, None, :], dz)[:, 0]  # z_ij = c_i s_j + b_j
             grad_bias[c] = dz.sum(1)
             if grad_coef is not None:
                 grad_coef[c] = torch.bmm(dz, s[c, :, None])[:, :, 0]
 
-        def k_of(c: slice) -> Tensor:
-            return p[c].transpose(1, 2) if transpose else p[c]
+        def k_of(i: int) -> Tensor:
+            return ps[i].transpose(1, 2) if transpose else ps[i]
 
-        grad_left, grad_right = _backward_factors(k_of, ctx.chunks, grad_value, *saved,
+        grad_left, grad_right = _backward_factors(k_of, chunks, grad_value, *saved,
                                                   consume=consume if need_logits else None)
         grads = [grad_coef, grad_s, grad_bias] if need_logits else [None, None, None]
         return (*grads, grad_left if ctx.needs_input_grad[3] else None, grad_right if ctx.needs_input_grad[4] else None,

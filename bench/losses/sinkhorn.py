@@ -261,14 +261,22 @@ class _SoftmaxSinkhornBilinear(torch.autograd.Function):
         batch, rows, cols = coef.shape[0], coef.shape[1], s.shape[1]
         chunks = _list_chunks(batch, rows * cols * s.element_size(), s.device)
         lists = [len(range(batch)[c]) for c in chunks]
-        ps = [torch.empty(n, rows, cols, dtype=s.dtype, device=s.device) for n in lists]
-        logits = torch.empty_like(ps[0])  # one chunk's logits, reused
+        ps: list[Tensor] = []
+        # Several chunks: one chunk's logits in a reused scratch block (in cache). One chunk:
+        # in place (no second [B, L, L] block); on CPU only, where that is tested.
+        on_cpu = s.device.type == "cpu"
+        logits = torch.empty(lists[0], rows, cols, dtype=s.dtype, device=s.device) if len(chunks) > 1 else None
 
         def k_of(i: int) -> Tensor:
             c = chunks[i]
-            z = torch.baddbmm(bias[c, None, :], coef[c, :, None], s[c, None, :], out=logits[:lists[i]])
-            p = torch.ops.aten._softmax.out(z, -1, False, out=ps[i])  # bitwise torch.softmax
-            return p.transpose(1, 2) if transpose else p
+            args = (bias[c, None, :], coef[c, :, None], s[c, None, :])
+            z = torch.baddbmm(*args) if logits is None else torch.baddbmm(*args, out=logits[:lists[i]])
+            if on_cpu:  # bitwise torch.softmax
+                out = z if logits is None else torch.empty_like(z)
+                ps.append(torch.ops.aten._softmax.out(z, -1, False, out=out))
+            else:
+                ps.append(torch.softmax(z, dim=-1))
+            return ps[i].transpose(1, 2) if transpose else ps[i]
 
         with torch.no_grad():
             value, saved = _forward_value(k_of, chunks, left, right, row_mask, col_mask, max_iter, tol, check_every)
@@ -281,17 +289,24 @@ class _SoftmaxSinkhornBilinear(torch.autograd.Function):
     def backward(ctx, grad_value):  # type: ignore[override]
         coef, s, *rest = ctx.saved_tensors
         saved, ps = rest[:ctx.n_saved], rest[ctx.n_saved:]
-        chunks, transpose = ctx.chunks, ctx.transpose
+        chunks, transpose, on_cpu = ctx.chunks, ctx.transpose, s.device.type == "cpu"
         need_logits = any(ctx.needs_input_grad[:3])
         grad_coef = torch.empty_like(coef) if ctx.needs_input_grad[0] else None
         grad_s, grad_bias = torch.empty_like(s), torch.empty_like(s)
-        dz_buffer = torch.empty_like(ps[0]) if need_logits else None  # one chunk's dL/dz, reused
+        # one chunk's dL/dz in a reused block when there are several, else over dL/dK itself
+        dz_buffer = torch.empty_like(ps[0]) if need_logits and len(ps) > 1 else None
 
         def consume(i: int, lcols: Tensor, rcols: Tensor) -> None:
             c, p = chunks[i], ps[i]
             grad_k = torch.bmm(lcols, rcols)  # dL/dK; dL/dP is its transpose when K = P^T
-            dz = torch.ops.aten._softmax_backward_data.out(  # dL/dz, as autograd's softmax backward
-                grad_k.transpose(1, 2) if transpose else grad_k, p, -1, p.dtype, grad_input=dz_buffer[:p.shape[0]])
+            grad_p = grad_k.transpose(1, 2) if transpose else grad_k
+            # dL/dz, as autograd's softmax backward: written over dL/dK on CPU unless it is a
+            # transposed view, into the reused block when there is one, else out of place
+            if dz_buffer is None and (transpose or not on_cpu):
+                dz = torch._softmax_backward_data(grad_p, p, -1, p.dtype)
+            else:
+                out = grad_k if dz_buffer is None else dz_buffer[:p.shape[0]]
+                dz = torch.ops.aten._softmax_backward_data.out(grad_p, p, -1, p.dtype, grad_input=out)
             grad_s[c] = torch.bmm(coef[c, None, :], dz)[:, 0]  # z_ij = c_i s_j + b_j
             grad_bias[c] = dz.sum(1)
             if grad_coef is not None:

@@ -66,18 +66,21 @@ def _iterate(k: Tensor, row_mask: Tensor, col_mask: Tensor, max_iter: int, tol: 
     n_rows = row_mask.sum(-1)
     done = n_rows <= 1  # an empty or 1x1 block needs no scaling
     us, vs, acts = [u], [v], []
+    # In-place steps and reciprocal_() (1.0 / x is reciprocal() * 1.0): the same bits in
+    # fewer operator calls, which dominate beside the cached products on small chunks.
     for t in range(1, max_iter + 1):
         x = _kv(k, v)
         if t >= 2:
-            err = torch.where(row_mask, (u * x - 1.0).abs(), zero).amax(dim=-1)
+            err = torch.where(row_mask, (u * x).sub_(1.0).abs_(), zero).amax(dim=-1)
             done = done | (err <= tol)
             if t % check_every == 0 and bool(done.all()):
                 break
         active = ~done
-        u_new = torch.where(row_mask, 1.0 / x.clamp(min=floor), zero)
-        v_new = torch.where(col_mask, 1.0 / _ktu(k, u_new).clamp(min=floor), zero)
-        u = torch.where(active[:, None], u_new, u)
-        v = torch.where(active[:, None], v_new, v)
+        u_new = torch.where(row_mask, x.clamp_(min=floor).reciprocal_(), zero)
+        v_new = torch.where(col_mask, _ktu(k, u_new).clamp_(min=floor).reciprocal_(), zero)
+        frozen = done[:, None]
+        u = torch.where(frozen, u, u_new)
+        v = torch.where(frozen, v, v_new)
         if record:
             us.append(u)
             vs.append(v)
@@ -183,12 +186,13 @@ def _backward_chunk(k: Tensor, grad_value: Tensor, left: Tensor, right: Tensor, 
     gv = right * ktlu  # dL/dv_T
     lcols, rcols = [lu], [v_t * right]
     zero = torch.zeros((), dtype=k.dtype, device=k.device)
+    # views made once, not per step; -(g v v) computed as (g v v).neg_(): negation is exact
+    us_t, vs_t, acts_t = us.unbind(0), vs.unbind(0), acts[:, :, None].unbind(0)
     for t in range(acts.shape[0], 0, -1):
-        act = acts[t - 1][:, None]
-        u_t, v_t, v_prev = us[t], vs[t], vs[t - 1]
-        a = torch.where(act, -gv * v_t * v_t, zero)  # dL/d(K^T u_t)
+        act, u_t, v_t, v_prev = acts_t[t - 1], us_t[t], vs_t[t], vs_t[t - 1]
+        a = torch.where(act, (gv * v_t).mul_(v_t).neg_(), zero)  # dL/d(K^T u_t)
         gu_tot = gu + _kv(k, a)
-        c = torch.where(act, -gu_tot * u_t * u_t, zero)  # dL/d(K v_{t-1})
+        c = torch.where(act, (gu_tot * u_t).mul_(u_t).neg_(), zero)  # dL/d(K v_{t-1})
         gv = torch.where(act, _ktu(k, c), gv)
         gu = torch.where(act, zero, gu_tot)
         lcols += [u_t, c]

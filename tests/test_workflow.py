@@ -128,6 +128,7 @@ def _copy_workflow(root: Path) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_missing_manual_dataset_says_where_to_put_the_archive(tmp_path):
     root = _copy_workflow(tmp_path / "study")  # runs a real job: keep it out of the checkout
     flag = root / "results" / "fetched" / "yahoo-set1.done"
@@ -142,6 +143,8 @@ def test_missing_manual_dataset_says_where_to_put_the_archive(tmp_path):
 # ----------------------------------------------------------------------------- compare
 
 
+# `compare` end to end (10-15 s each; they share this folder, so they are `slow` together; the
+# refusals themselves are unit-tested in tests/test_frozen.py)
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
     """A copy of the workflow (and the committed frozen baselines) to run compare in."""
@@ -152,6 +155,7 @@ def _compare(study: Path, *extra: str) -> subprocess.CompletedProcess:
     return snakemake("--cores", "2", "compare", "--configfile=config/compare-example.yaml", *extra, cwd=study)
 
 
+@pytest.mark.slow
 def test_compare_trains_only_the_new_loss_and_tables_it_against_the_frozen_baselines(study):
     manifest = json.loads((study / "results/frozen/default/syn-web/manifest.json").read_text())
     proc = _compare(study)
@@ -169,6 +173,7 @@ def test_compare_trains_only_the_new_loss_and_tables_it_against_the_frozen_basel
     assert stats.groupby("metric").is_best.sum().eq(1).all()
 
 
+@pytest.mark.slow
 def test_compare_refuses_a_changed_protocol(study):
     changed = study / "changed.yaml"
     changed.write_text("protocols:\n  unified:\n    train:\n      epochs: 2\n")
@@ -179,6 +184,7 @@ def test_compare_refuses_a_changed_protocol(study):
     assert f"train.epochs: frozen {frozen_epochs}, current 2" in proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_compare_refuses_a_tampered_frozen_file(study):
     target = study / "results/frozen/default/syn-web/baselines/ranknet.parquet"
     original = target.read_bytes()
@@ -193,6 +199,7 @@ def test_compare_refuses_a_tampered_frozen_file(study):
         target.write_bytes(original)
 
 
+@pytest.mark.slow
 def test_compare_refuses_changed_data(study):
     meta_path = study / "results/prepared/syn-web/Fold1/meta.json"
     original = meta_path.read_text()

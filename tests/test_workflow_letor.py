@@ -23,6 +23,10 @@ import pytest
 from bench.metrics import evaluate_with_convention
 from tests.test_workflow import ENV, _copy_workflow, snakemake
 
+# the LETOR study end to end takes about a minute: `slow` (the metric equality with the official
+# script is in tests/test_metrics_letor.py, in the default run)
+pytestmark = pytest.mark.slow
+
 LETOR = ("all", "--configfile", "config/paper.yaml", "config/letor.yaml")
 METRICS = [f"ndcg@{k}" for k in range(1, 11)] + ["map"] + [f"precision@{k}" for k in (1, 3, 5, 10)]
 

@@ -33,12 +33,22 @@ def snakemake_counts(target: str, configfiles: list[str]) -> Counter:
     return Counter({m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)})
 
 
-@pytest.mark.parametrize(("profile", "target"), [("default", "all"), ("paper", "all"), ("scale", "all"),
-                                                 ("default", "listsize_figure"), ("default", "recall_heatmap"),
-                                                 ("paper", "arf_table2"), ("default", "freeze"),
-                                                 ("compare", "compare"), ("default", "neuralndcg_table2"),
-                                                 ("default", "arf_table9"), ("default", "annealing_figure"),
-                                                 ("paper", "letor_curves"), ("paper", "arf_table6")])
+# Each case is one `snakemake -n` (3-19 s): the default run keeps one per profile and the
+# paper profile's small table; the other targets are `slow`.
+SLOW = pytest.mark.slow
+
+
+@pytest.mark.parametrize(("profile", "target"), [("default", "all"), pytest.param("paper", "all", marks=SLOW),
+                                                 ("scale", "all"),
+                                                 pytest.param("default", "listsize_figure", marks=SLOW),
+                                                 pytest.param("default", "recall_heatmap", marks=SLOW),
+                                                 ("paper", "arf_table2"), pytest.param("default", "freeze", marks=SLOW),
+                                                 ("compare", "compare"),
+                                                 pytest.param("default", "neuralndcg_table2", marks=SLOW),
+                                                 pytest.param("default", "arf_table9", marks=SLOW),
+                                                 pytest.param("default", "annealing_figure", marks=SLOW),
+                                                 pytest.param("paper", "letor_curves", marks=SLOW),
+                                                 pytest.param("paper", "arf_table6", marks=SLOW)])
 def test_jobs_equal_snakemakes_dag(profile, target):
     expected = snakemake_counts(target, PROFILES[profile])
     expected.pop(target, None)  # the target rule itself (all, or a named table/figure)

@@ -19,6 +19,7 @@ def _ltr(*args: str, cwd=ROOT) -> subprocess.CompletedProcess:
                                             "OMP_NUM_THREADS": "1"})
 
 
+@pytest.mark.slow  # about 30 s of real calibration
 def test_plan_calibrates_once_then_reuses_and_writes_every_job(tmp_path):
     cal = tmp_path / "cal"
     first = _ltr("plan", "listsize_table3", "--calibration-dir", str(cal), "--json", str(tmp_path / "plan.json"))

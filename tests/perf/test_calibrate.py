@@ -77,6 +77,7 @@ def test_gbdt_measurement_at_two_sizes_and_two_round_counts():
     assert len(m["points"]) == 4 and all(p["fold_bytes"] > 0 for p in m["points"])
 
 
+@pytest.mark.slow  # about 10 s of process starts
 def test_process_measures_the_job_start_and_what_a_cluster_step_adds():
     """``step_bytes`` is a fresh interpreter that imported Snakemake's API (the process running a
     cluster job) plus what the job server holds beyond a child's start: at least 50 MB, and

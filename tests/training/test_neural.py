@@ -142,6 +142,7 @@ def _cli(prepared: Path, out: Path, cfg_path: Path, env_extra: dict | None = Non
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
 
 
+@pytest.mark.slow  # about 15 s: two trainings and a kill (tests/test_resume.py covers the decision fast)
 def test_resume_after_kill_equals_uninterrupted(prepared, tmp_path):
     """Process 1 exits hard right after epoch 1's checkpoint; process 2 resumes and must end
     with exactly the metrics and curve of an uninterrupted process (2 epochs each)."""

@@ -25,7 +25,14 @@ from bench.losses._common import (
     max_dcg,
     n_real,
 )
-from bench.losses.pairwise import LN2, logistic_pair_sum, pair_mask, sort_by_prediction, true_topk_membership
+from bench.losses.pairwise import (
+    LN2,
+    PairWeights,
+    logistic_pair_sum,
+    pair_mask,
+    sort_by_prediction,
+    true_topk_membership,
+)
 
 SCHEMES = ("ndcg_loss2", "ndcg_loss2pp", "lambdarank", "ranknet")
 
@@ -165,6 +172,7 @@ def lambdaloss(
     s, mask_s, labels_s = sort_by_prediction(scores, mask, labels)
     rank_w = rank_weights(scheme, s.shape[-1], k, mu, s)
     zero = torch.zeros((), dtype=s.dtype, device=s.device)
+    weights: Tensor | PairWeights
     with torch.no_grad():
         if scheme == "ranknet":
             weights = pair_mask(labels_s, mask_s).to(s.dtype).mul_(rank_w)
@@ -176,11 +184,15 @@ def lambdaloss(
             # strictly increasing. Shifting the real gains to be >= 0 (differences are
             # unchanged) and padding to 0 makes relu vanish on (padded, real) pairs; the
             # (real, padded) pairs vanish because the column copy of the gains is +inf on
-            # padding (relu(G_i - inf) = 0). Three passes and one [B, L, L] buffer.
+            # padding (relu(G_i - inf) = 0). Three passes and one chunk's [n, L, L] buffer.
             low = torch.where(mask_s, g, torch.full((), float("inf"), dtype=s.dtype, device=s.device)).amin(-1, keepdim=True)
             g = torch.where(mask_s, g - low, zero) / torch.where(ideal > 0, ideal, 1.0).unsqueeze(-1)
             g_col = torch.where(mask_s, g, torch.full((), float("inf"), dtype=s.dtype, device=s.device))
-            weights = (g.unsqueeze(-1) - g_col.unsqueeze(-2)).clamp_(min=0.0).mul_(rank_w)
+
+            def gain_weights(c: slice) -> Tensor:  # built chunk by chunk of lists in the pair sum
+                return (g[c].unsqueeze(-1) - g_col[c].unsqueeze(-2)).clamp_(min=0.0).mul_(rank_w)
+
+            weights = gain_weights
             real_y = torch.where(mask_s, labels_s, torch.full((), float("nan"), dtype=s.dtype, device=s.device))
             has_pair = torch.nan_to_num(real_y, nan=-float("inf")).amax(-1) > torch.nan_to_num(real_y, nan=float("inf")).amin(-1)
             contributes = has_pair & (ideal > 0)

@@ -19,11 +19,13 @@ Conventions:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor
-from torch.nn import functional as F
 
 from bench.losses._common import masked_scores
+from bench.losses.chunks import list_chunks
 
 LN2 = 0.6931471805599453
 
@@ -93,38 +95,57 @@ def sort_by_prediction(scores: Tensor, mask: Tensor, *others: Tensor) -> tuple[T
     return (sorted_scores, *rest)
 
 
+PairWeights = Callable[[slice], Tensor]  # a slice of the lists -> their [n, L, L] weights or pair mask
+
+
 class _LogisticPairSum(torch.autograd.Function):
     r"""Fused ``sum_ij w_ij softplus(-sigma (s_i - s_j))`` per list with a hand-written backward.
 
     Autograd through the plain expression allocates about a dozen ``[B, L, L]``
-    temporaries; this allocates two (the score differences, turned into the weighted
-    sigmoids in place, and the softplus values) and makes six passes over them. The
-    gradient is reduced in the forward, so only a ``[B, L]`` vector is kept for backward.
+    temporaries; this keeps one (the softplus values, summed per list once all are in) and
+    one chunk's score differences, turned into the weighted sigmoids in place. The gradient
+    is reduced in the forward, so only a ``[B, L]`` vector is kept for backward.
 
-    Bool ``weights`` (a pair mask) are applied by setting the differences outside the mask
-    to :math:`-\infty` before the softplus: ``softplus(-inf) = sigmoid(-inf) = 0`` exactly,
-    the same zeros a multiplication by 0 gives, without a float weight tensor or a product
-    pass. Once differentiable (no double backward), which is all training needs.
+    On the CPU the lists run in chunks whose three ``[L, L]`` buffers (differences, weights,
+    softplus values) fit the cache (:func:`bench.losses.chunks.list_chunks`, a list of its own
+    when one is larger), and a chunk's weights are built only when it runs (``weights_of``).
+    Every pass is elementwise or reduces within one list, and the per-list sums of the
+    softplus values run once over the whole batch's buffer, as without chunks: chunking
+    changes no bit (``tests/losses/test_pairwise.py``).
+
+    Bool weights (a pair mask) are applied by setting the differences outside the mask to
+    :math:`-\infty` before the softplus: ``softplus(-inf) = sigmoid(-inf) = 0`` exactly, the
+    same zeros a multiplication by 0 gives, without a float weight tensor or a product pass.
+    Once differentiable (no double backward), which is all training needs.
     """
 
     @staticmethod
-    def forward(ctx, scores: Tensor, weights: Tensor, sigma: float) -> Tensor:  # type: ignore[override]
+    def forward(ctx, scores: Tensor, weights_of: PairWeights, sigma: float) -> Tensor:  # type: ignore[override]
+        batch, length = scores.shape
         a = sigma * scores
-        z = a.unsqueeze(-2) - a.unsqueeze(-1)  # [b, i, j] = -sigma (s_i - s_j)
-        if weights.dtype == torch.bool:
-            torch.where(weights, z, torch.full((), float("-inf"), dtype=z.dtype, device=z.device), out=z)
-            w = None
-        else:
-            w = weights.expand_as(z)
-        # torch.sum reduces pairwise (float32 error ~1e-7); a BLAS dot / einsum over the
-        # L^2 products accumulates sequentially and was off by ~2e-4 at L = 1000.
-        costs = F.softplus(z)
-        per_list = (costs if w is None else costs.mul_(w)).sum(dim=(-1, -2))
-        del costs
-        if ctx.needs_input_grad[0]:
-            # d softplus(z)/dz = sigmoid(z); z's derivative is -sigma for s_i, +sigma for s_j.
-            q = torch.sigmoid_(z) if w is None else torch.sigmoid_(z).mul_(w)
-            ctx.save_for_backward(sigma * (q.sum(dim=-2) - q.sum(dim=-1)))
+        costs = torch.empty(batch, length, length, dtype=scores.dtype, device=scores.device)
+        grad = torch.empty_like(scores) if ctx.needs_input_grad[0] else None
+        for c in list_chunks(batch, 3 * length * length * scores.element_size(), scores.device, lone_lists=True):
+            z = a[c].unsqueeze(-2) - a[c].unsqueeze(-1)  # [b, i, j] = -sigma (s_i - s_j)
+            pairs, w = weights_of(c), None
+            if pairs.dtype == torch.bool:
+                torch.where(pairs, z, torch.full((), float("-inf"), dtype=z.dtype, device=z.device), out=z)
+            else:
+                w = pairs.expand_as(z)
+            out = costs[c]
+            torch.ops.aten.softplus.out(z, 1.0, 20.0, out=out)  # F.softplus(z), into the batch's buffer
+            if w is not None:
+                out.mul_(w)
+            if grad is not None:
+                # d softplus(z)/dz = sigmoid(z); z's derivative is -sigma for s_i, +sigma for s_j.
+                q = torch.sigmoid_(z) if w is None else torch.sigmoid_(z).mul_(w)
+                grad[c] = sigma * (q.sum(dim=-2) - q.sum(dim=-1))
+        # torch.sum reduces pairwise (float32 error ~1e-7); a BLAS dot / einsum over the L^2
+        # products accumulates sequentially and was off by ~2e-4 at L = 1000. One sum over
+        # the whole batch: its order may depend on the batch size, so chunks must not split it.
+        per_list = costs.sum(dim=(-1, -2))
+        if grad is not None:
+            ctx.save_for_backward(grad)
         return per_list
 
     @staticmethod
@@ -135,13 +156,14 @@ class _LogisticPairSum(torch.autograd.Function):
         return grad.unsqueeze(-1) * g, None, None
 
 
-def logistic_pair_sum(scores: Tensor, weights: Tensor, sigma: float) -> Tensor:
-    r"""Per-list :math:`\sum_{i,j} w_{ij} \log(1 + e^{-\sigma (s_i - s_j)})`, ``[B]``.
+def logistic_pair_sum(scores: Tensor, weights: Tensor | PairWeights, sigma: float) -> Tensor:
+    r"""Per-list :math:`\sum_{i,j} w_{ij} \log(1 + e^{-\sigma (s_i - s_j)})`, ``[B]``, for ``scores [B, L]``.
 
-    ``weights`` (``[B, L, L]`` or broadcastable to it) are constants and must be 0 outside
-    the pairs to count; a bool pair mask (``[B, L, L]``, e.g. :func:`pair_mask`) counts the
-    pairs where it is ``True`` with weight 1. Fused forward/backward (see
-    :class:`_LogisticPairSum`).
+    ``weights`` are constants and must be 0 outside the pairs to count: a float tensor
+    ``[B, L, L]`` (or broadcastable to it), a bool pair mask ``[B, L, L]`` (e.g.
+    :func:`pair_mask`) counting the pairs where it is ``True`` with weight 1, or a function
+    of a slice of the lists returning their weights or mask, so that a chunk's are built
+    only when it runs (:class:`_LogisticPairSum`).
 
     >>> s = torch.tensor([[1.0, 0.0]], requires_grad=True)
     >>> v = logistic_pair_sum(s, torch.tensor([[[0.0, 1.0], [0.0, 0.0]]]), 1.0)
@@ -150,12 +172,17 @@ def logistic_pair_sum(scores: Tensor, weights: Tensor, sigma: float) -> Tensor:
     >>> round(logistic_pair_sum(s.detach(), torch.tensor([[[False, True], [False, False]]]), 1.0).item(), 4)
     0.3133
     """
+    if scores.dim() != 2:
+        raise ValueError(f"scores must be [B, L], got shape {tuple(scores.shape)}")
+    if callable(weights):
+        return _LogisticPairSum.apply(scores, weights, sigma)
     weights = weights.detach()
     if weights.dtype != torch.bool:
         weights = weights.to(scores.dtype)
     elif weights.shape[-2:] != (scores.shape[-1], scores.shape[-1]) or weights.dim() != scores.dim() + 1:
         raise ValueError(f"a bool pair mask must be [B, L, L] for scores {tuple(scores.shape)}, got {tuple(weights.shape)}")
-    return _LogisticPairSum.apply(scores, weights, sigma)
+    per_list = weights.dim() == 3 and weights.shape[0] == scores.shape[0] > 1
+    return _LogisticPairSum.apply(scores, lambda c: weights[c] if per_list else weights, sigma)
 
 
 def label_ranks(labels: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:

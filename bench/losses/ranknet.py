@@ -45,7 +45,7 @@ def ranknet(scores: Tensor, labels: Tensor, mask: Tensor, *, sigma: float = 1.0,
         # comes from the label ranks, O(L log L), not from a pass over the mask.
         s = masked_scores(scores, mask)
         n_pairs = n_labelled_pairs(labels, mask).to(s.dtype)
-        total = logistic_pair_sum(s, pair_mask(labels, mask), sigma)
+        total = logistic_pair_sum(s, lambda c: pair_mask(labels[c], mask[c]), sigma)  # a chunk's mask at a time
     else:
         s, mask_sorted, labels_sorted = sort_by_prediction(scores, mask, labels)
         pairs = pair_mask(labels_sorted, mask_sorted)

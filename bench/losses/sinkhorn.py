@@ -34,13 +34,13 @@ row or column (exact underflow of every entry) finite; ordinary inputs never rea
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
+
+from bench.losses.chunks import list_chunks
 
 
 def _kv(k: Tensor, v: Tensor) -> Tensor:
@@ -88,47 +88,17 @@ def _iterate(k: Tensor, row_mask: Tensor, col_mask: Tensor, max_iter: int, tol: 
     return u, v, (us, vs, acts)
 
 
-def _largest_cache_bytes(root: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> int | None:
-    """Size of this CPU's largest data cache in bytes (Linux sysfs), ``None`` where unknown."""
-    sizes = []
-    for index in root.glob("index*"):
-        try:
-            if (index / "type").read_text().strip() == "Instruction":
-                continue
-            text = (index / "size").read_text().strip().upper()
-        except OSError:
-            continue
-        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
-        digits = text.rstrip("KMG")
-        if digits.isdigit():
-            sizes.append(int(digits) * scale)
-    return max(sizes) if sizes else None
-
-
-@functools.cache
-def _chunk_budget_bytes() -> int | None:
-    # A quarter of the largest cache: a chunk's K and, in the backward, its gradient beside
-    # it in half (2 lists of L = 1000 on a 32 MiB L3; 1, 3 and 4 lists measured 1.2-1.5x slower).
-    size = _largest_cache_bytes()
-    return None if size is None else size // 4
-
-
 def _list_chunks(batch: int, list_bytes: int, device: torch.device) -> list[slice]:
     """Consecutive slices of the ``batch`` lists whose ``K`` blocks (``list_bytes`` each)
-    together fit a quarter of the CPU's largest cache, so that all iterations of a chunk, and the
-    ``[R, C]`` passes around them, read ``K`` from cache instead of memory (about 3x faster
-    per pass at B = 16, L = 1000 on a 32 MiB L3).
+    together fit the cache budget (:func:`bench.losses.chunks.list_chunks`), so that all
+    iterations of a chunk, and the ``[R, C]`` passes around them, read ``K`` from cache
+    instead of memory.
 
     Each list's result depends only on that list (per-list freezing), and every batched
     product, softmax and row sum here gives a list the same bits whatever the batch around
-    it, so chunking changes no bit (tested). One chunk on other devices, where the cache size
-    is unknown, when the whole batch fits, or when one list alone does not (nothing to gain).
+    it, so chunking changes no bit (tested).
     """
-    budget = _chunk_budget_bytes() if device.type == "cpu" else None
-    if budget is None or list_bytes == 0 or list_bytes > budget or batch * list_bytes <= budget:
-        return [slice(None)]
-    n = budget // list_bytes
-    return [slice(i, i + n) for i in range(0, batch, n)]
+    return list_chunks(batch, list_bytes, device)
 
 
 KOfChunk = Callable[[int], Tensor]  # chunk index -> that chunk's K

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+from bench.losses import chunks as chunks_module
 from bench.losses import sinkhorn as sinkhorn_module
 from bench.losses.arf import ARFLoss, arf_relax
 from bench.losses.neuralndcg import neuralndcg, neuralndcg_transposed
@@ -207,9 +208,9 @@ def test_chunking_the_lists_changes_no_bit(monkeypatch, name, lists_per_chunk):
     # different iterations, so the padding of the shorter histories is exercised.
     s, y, m = batch([40, 3, 0, 1, 25, 40, 6], 40, seed=11, dtype=torch.float32)
     fn = CHUNKED[name]
-    monkeypatch.setattr(sinkhorn_module, "_chunk_budget_bytes", lambda: None)
+    monkeypatch.setattr(chunks_module, "chunk_budget_bytes", lambda: None)
     whole = _value_and_grads(lambda x: fn(x, y, m), s)
-    monkeypatch.setattr(sinkhorn_module, "_chunk_budget_bytes", lambda: lists_per_chunk * 40 * 40 * 4)
+    monkeypatch.setattr(chunks_module, "chunk_budget_bytes", lambda: lists_per_chunk * 40 * 40 * 4)
     assert len(sinkhorn_module._list_chunks(7, 40 * 40 * 4, s.device)) == -(-7 // lists_per_chunk)
     chunked = _value_and_grads(lambda x: fn(x, y, m), s)
     assert all(torch.equal(a, b) for a, b in zip(whole, chunked))
@@ -228,32 +229,11 @@ def test_chunking_changes_no_bit_of_sinkhorn_bilinear(monkeypatch):
     def fn(k, left, right):
         return sinkhorn_bilinear(k, left, right, rows, m)
 
-    monkeypatch.setattr(sinkhorn_module, "_chunk_budget_bytes", lambda: None)
+    monkeypatch.setattr(chunks_module, "chunk_budget_bytes", lambda: None)
     whole = _value_and_grads(fn, k, left, right)
-    monkeypatch.setattr(sinkhorn_module, "_chunk_budget_bytes", lambda: 2 * 30 * 30 * 4)
+    monkeypatch.setattr(chunks_module, "chunk_budget_bytes", lambda: 2 * 30 * 30 * 4)
     chunked = _value_and_grads(fn, k, left, right)
     assert all(torch.equal(a, b) for a, b in zip(whole, chunked))
-
-
-def test_list_chunks_fit_the_budget(monkeypatch):
-    cpu = torch.device("cpu")
-    monkeypatch.setattr(sinkhorn_module, "_chunk_budget_bytes", lambda: 100)
-    assert sinkhorn_module._list_chunks(10, 30, cpu) == [slice(0, 3), slice(3, 6), slice(6, 9), slice(9, 12)]
-    assert sinkhorn_module._list_chunks(3, 30, cpu) == [slice(None)]  # the whole batch fits
-    assert sinkhorn_module._list_chunks(10, 101, cpu) == [slice(None)]  # one list alone does not
-    assert sinkhorn_module._list_chunks(10, 30, torch.device("meta")) == [slice(None)]  # not a CPU
-    monkeypatch.setattr(sinkhorn_module, "_chunk_budget_bytes", lambda: None)
-    assert sinkhorn_module._list_chunks(10, 30, cpu) == [slice(None)]  # cache size unknown
-
-
-def test_largest_cache_is_read_from_sysfs(tmp_path):
-    for index, kind, size in [(0, "Data", "32K"), (1, "Instruction", "64M"), (2, "Unified", "512K"),
-                              (3, "Unified", "32768K")]:
-        (tmp_path / f"index{index}").mkdir()
-        (tmp_path / f"index{index}" / "type").write_text(kind + "\n")
-        (tmp_path / f"index{index}" / "size").write_text(size + "\n")
-    assert sinkhorn_module._largest_cache_bytes(tmp_path) == 32 << 20  # the instruction cache ignored
-    assert sinkhorn_module._largest_cache_bytes(tmp_path / "absent") is None
 
 
 # ---------------------------------------------------------------- PiRank

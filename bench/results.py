@@ -52,6 +52,8 @@ from bench.atomic import atomic_path
 from bench.data.integrity import digests_size, verify, write_digests, write_sidecar
 from bench.provenance import plain
 
+# the training-only timing every run records (training_timing)
+TRAINING_TIMING_KEYS = ("train_seconds", "train_docs", "train_docs_per_s", "seconds_per_epoch")
 RUN_JSON_KEYS = (
     "kind",
     "dataset",
@@ -68,6 +70,7 @@ RUN_JSON_KEYS = (
     "device",
     "device_name",
     "wall_time_s",
+    *TRAINING_TIMING_KEYS,
     "peak_memory",
     "finished_at",
     "result",
@@ -86,6 +89,26 @@ METRICS_FILE = "metrics.parquet"
 CURVE_FILE = "curve.csv"
 RUN_JSON_FILE = "run.json"
 RUN_FILES = (SCORES_FILE, METRICS_FILE, CURVE_FILE, RUN_JSON_FILE)
+
+
+def training_timing(seconds: float, docs: int, epochs: float | None) -> dict[str, Any]:
+    """run.json's training-only timing, the same four keys for every run kind.
+
+    ``train_seconds``: the fit alone (validation, checkpoints and the test pass excluded);
+    ``train_docs``: the real documents the fit went through, once per pass over them;
+    ``train_docs_per_s`` = docs / seconds; ``seconds_per_epoch`` = seconds / ``epochs``, an
+    epoch being what the run kind's ``curve.csv`` counts as one (a pass over the training
+    lists, a boosting round, an annealing stage). The last two are None when nothing ran, and
+    ``seconds_per_epoch`` where a fit has no epochs (``epochs=None``: a closed-form solve).
+
+    >>> training_timing(6.0, 3000, 3)
+    {'train_seconds': 6.0, 'train_docs': 3000, 'train_docs_per_s': 500.0, 'seconds_per_epoch': 2.0}
+    >>> training_timing(0.5, 100, None)["seconds_per_epoch"] is None
+    True
+    """
+    ran = seconds > 0 and docs > 0
+    values = (float(seconds), int(docs), docs / seconds if ran else None, seconds / epochs if ran and epochs else None)
+    return dict(zip(TRAINING_TIMING_KEYS, values, strict=True))
 
 
 def dataset_key(dataset: str, l_test: int | None) -> str:

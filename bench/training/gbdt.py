@@ -74,6 +74,7 @@ import pandas as pd
 
 from bench.errors import LibraryError, TrainingDiverged
 from bench.provenance import cpu_name, host_peak_rss_bytes
+from bench.results import training_timing
 from bench.seeds import derive_seed
 from bench.training.common import RunFold, RunOutput, check_device, evaluate_split, load_fold, log, write_result
 from bench.training.progress import Reporter
@@ -129,19 +130,31 @@ class GbdtFit:
     higher: bool  # whether the metric improves upwards
     history: list[float] = field(default_factory=list)  # its value after every round
     progress: _RoundProgress | None = None
+    fit_started: float = 0.0  # perf_counter when the last fit started
+    metric_seconds: float = 0.0  # spent in score_round since then
+    train_seconds: float = 0.0  # the last finished fit, score_round excluded
 
     def start(self) -> None:
-        """A fit (re)starts: no rounds yet (a failed GPU attempt's rounds do not count)."""
+        """A fit (re)starts: no rounds yet (a failed GPU attempt's rounds and time do not count)."""
         self.history.clear()
+        self.fit_started, self.metric_seconds = time.perf_counter(), 0.0
         if self.progress is not None:
             self.progress.restart()
 
+    def finished(self) -> None:
+        """The library's fit returned: its training time is the fit's, our metric's excluded
+        (the library's own update of the validation scores, one tree a round, stays in, and
+        so does LightGBM's binning of the data on the first round)."""
+        self.train_seconds = time.perf_counter() - self.fit_started - self.metric_seconds
+
     def score_round(self, preds: np.ndarray) -> float:
         """Our metric on this round's validation predictions; recorded, and reported when due."""
+        t0 = time.perf_counter()
         value = self.vali_metric(preds)
         self.history.append(value)
         if self.progress is not None:
             self.progress.round(self.history)
+        self.metric_seconds += time.perf_counter() - t0
         return value
 
 
@@ -223,7 +236,7 @@ def _train_lightgbm(g: GbdtFit) -> tuple[np.ndarray, dict[str, Any]]:
         # built from the mapped arrays (no copy); the binned datasets drop their reference
         dtrain = lgb.Dataset(xt, label=yt, group=np.diff(ot), free_raw_data=True)
         dvali = lgb.Dataset(xv, label=yv, group=np.diff(ov), reference=dtrain, free_raw_data=True)
-        return lgb.train(
+        booster = lgb.train(
             {**params, "device_type": device_type},
             dtrain,
             num_boost_round=cfg["num_trees"],
@@ -232,6 +245,8 @@ def _train_lightgbm(g: GbdtFit) -> tuple[np.ndarray, dict[str, Any]]:
             feval=feval,
             callbacks=[lgb.early_stopping(cfg["early_stopping_rounds"], first_metric_only=True, verbose=False)],
         )
+        g.finished()
+        return booster
 
     device, booster = _lightgbm_on_gpu(g, fit, lgb.basic.LightGBMError)
     if booster is None:
@@ -279,7 +294,7 @@ def _train_xgboost(g: GbdtFit) -> tuple[np.ndarray, dict[str, Any]]:
 
     def fit(device: str):
         g.start()
-        return xgb.train(
+        booster = xgb.train(
             {**params, "device": device},
             matrices[0],
             num_boost_round=cfg["num_trees"],
@@ -289,6 +304,8 @@ def _train_xgboost(g: GbdtFit) -> tuple[np.ndarray, dict[str, Any]]:
             early_stopping_rounds=cfg["early_stopping_rounds"],
             verbose_eval=False,
         )
+        g.finished()
+        return booster
 
     device = cfg["params"].get("device", "cpu")
     booster = None
@@ -394,19 +411,26 @@ def gbdt_run(
             f"{cfg['gbdt']} {cfg['objective']}: {record['rounds_trained']} rounds, best {record['best_iteration']}, "
             f"vali {stop} {result['best_vali']}, {fit_seconds:.1f}s on {record['device']}"
         )
-    facts = {
+    output = RunOutput(scores, frame, _curve(cfg, g.history), _facts(g, record, result, started))
+    out = write_result(out_dir, run, output, kind="gbdt", config=cfg, device_requested=device, protocol=protocol)
+    g.progress.reporter.clear()  # the run directory is written: the record has served
+    return out
+
+
+def _facts(g: GbdtFit, record: dict[str, Any], result: dict[str, Any], started: float) -> dict[str, Any]:
+    """run.json's facts of a finished fit (``started``: the run's perf_counter start)."""
+    rounds = record["rounds_trained"]
+    return {
         "device": record["device"],
         "device_name": _device_name(record["device"]),
         "wall_time_s": time.perf_counter() - started,
+        # an epoch is a boosting round, as in curve.csv; each round goes through every training document
+        **training_timing(g.train_seconds, g.data[0][1].shape[0] * rounds, rounds),
         "peak_memory": {"host_max_rss_bytes": host_peak_rss_bytes(), "cuda_max_allocated_bytes": None},
         "library_seed": g.seed_value,
         "library_parameters": {"booster_params": record["booster_params"], "model": record["model_parameters"]},
         "result": result,
     }
-    output = RunOutput(scores, frame, _curve(cfg, g.history), facts)
-    out = write_result(out_dir, run, output, kind="gbdt", config=cfg, device_requested=device, protocol=protocol)
-    g.progress.reporter.clear()  # the run directory is written: the record has served
-    return out
 
 
 def _gbdt_fit(cfg: dict[str, Any], run: RunFold, want_gpu: bool) -> GbdtFit:

@@ -59,6 +59,7 @@ import pandas as pd
 
 from bench.errors import TrainingDiverged
 from bench.provenance import cpu_name, host_peak_rss_bytes
+from bench.results import training_timing
 from bench.training.common import RunOutput, check_device, evaluate_split, load_fold, log, write_result
 
 SEEDING = "none: the least-squares fit is deterministic"
@@ -131,7 +132,8 @@ class Selection:
     penalties: list[float]
     vali: list[float]  # mean validation metric per penalty
     train_mse: list[float]  # training mean squared error per penalty
-    seconds: list[float]
+    seconds: list[float]  # per penalty: its solve, training MSE and grading
+    solve_seconds: float  # the solves alone, all penalties
     index: int  # of the chosen penalty
     weights: np.ndarray
     intercept: float
@@ -172,16 +174,17 @@ def select_penalty(path: RidgePath, penalties: list[float], splits: tuple, metri
     train, vali = splits
     grade = vali_metric(vali, metric, metrics)
     y = np.asarray(train.labels, dtype=np.float64)
-    fits, scores, mses, seconds = [], [], [], []
+    fits, scores, mses, seconds, solving = [], [], [], [], 0.0
     for penalty in penalties:
         t0 = time.perf_counter()
         w, b = path.coefficients(penalty)
+        solving += time.perf_counter() - t0
         fits.append((w, b))
         mses.append(float(np.mean((predict(train.features, w, b) - y) ** 2)))
         scores.append(grade(predict(vali.features, w, b)))
         seconds.append(time.perf_counter() - t0)
     index = best_index(scores, higher_is_better(metric))
-    return Selection(list(penalties), scores, mses, seconds, index, *fits[index])
+    return Selection(list(penalties), scores, mses, seconds, solving, index, *fits[index])
 
 
 # ----------------------------------------------------------------------------- the run
@@ -210,7 +213,9 @@ def linear_run(
     cfg = settings
     run = load_fold(prepared_dir, method=method, seed=seed)
     train, vali, test = (run.prepared.splits[s] for s in ("train", "vali", "test"))
+    t_path = time.perf_counter()
     path = ridge_path(train.features, train.labels)
+    path_seconds = time.perf_counter() - t_path
     sel = select_penalty(path, cfg["penalties"], (train, vali), cfg["early_stopping_metric"], cfg["metrics"])
     scores = predict(test.features, sel.weights, sel.intercept).astype(np.float32)
     if not np.isfinite(scores).all():
@@ -228,6 +233,8 @@ def linear_run(
         "wall_time_s": time.perf_counter() - started,
         "peak_memory": {"host_max_rss_bytes": host_peak_rss_bytes(), "cuda_max_allocated_bytes": None},
         "threads_requested": threads,
+        # the Gram pass over the training documents and the grid's solves; no epochs
+        **training_timing(path_seconds + sel.solve_seconds, int(np.asarray(train.labels).shape[0]), None),
         "result": _result(cfg, sel, frame, path),
     }
     output = RunOutput(scores, frame, _curve(cfg, sel), facts)

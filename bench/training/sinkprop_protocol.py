@@ -265,6 +265,7 @@ class PenaltyFit:
     stage: int  # 0: the initialiser
     rows: list[dict[str, Any]]
     func_evals: int
+    train_seconds: float = 0.0  # the stages' L-BFGS runs and closing evaluations, grading excluded
 
 
 @dataclass
@@ -293,6 +294,7 @@ class Annealing:
             with torch.no_grad():
                 objective.evaluate(w, backward=False)
             weights = w.detach().cpu().numpy().copy()
+            best.train_seconds += time.perf_counter() - t0
             vali = self.grade(weights)
             if self.better(vali, best.vali):
                 best.weights, best.vali, best.stage, bad = weights, vali, stage, 0

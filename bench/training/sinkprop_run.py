@@ -34,6 +34,7 @@ import torch
 from bench.data.resample import resample_queries
 from bench.errors import TrainingDiverged
 from bench.provenance import cpu_name, host_peak_rss_bytes
+from bench.results import training_timing
 from bench.seeds import numpy_generator
 from bench.training.common import RunFold, RunOutput, evaluate_split, load_fold, log, write_result
 from bench.training.device import deterministic, resolve_device, torch_threads
@@ -91,6 +92,7 @@ def protocol_run(
                 + f" (the run's ranking: {proto['test_ranking']})")
     facts = {"device": dev.type, "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else cpu_name(),
              "wall_time_s": time.perf_counter() - started, "torch_threads": n_threads,
+             **fitted["training"],  # the annealing alone: train_seconds, train_docs, ..., seconds per stage
              "peak_memory": {"host_max_rss_bytes": host_peak_rss_bytes(), "cuda_max_allocated_bytes": None},
              "result": result}
     protocol = run.protocol("sinkprop_protocol", SEEDING, model=cfg["model"], metrics=cfg["metrics"],
@@ -125,6 +127,10 @@ def _fit(cfg: dict[str, Any], proto: dict[str, Any], loss_fn, run: RunFold, dev:
     fits = [annealing.fit(p, init_vali, i * proto["stages"]) for i, p in enumerate(proto["penalties"])]
     chosen = fits[best_index([f.vali for f in fits], higher)]
     n_docs = int(derived.offsets[-1])
+    # every function evaluation, and each stage's closing evaluation, is one pass over the derived queries
+    stages = sum(len(f.rows) for f in fits)
+    timing = training_timing(sum(f.train_seconds for f in fits), n_docs * (sum(f.func_evals for f in fits) + stages),
+                             stages)
     result = {
         "init": {"penalties": init.penalties, "vali_by_penalty": init.vali, "penalty": init.penalty, "vali": init_vali},
         **_choice(fits, chosen, metric),
@@ -135,7 +141,7 @@ def _fit(cfg: dict[str, Any], proto: dict[str, Any], loss_fn, run: RunFold, dev:
         "weights": chosen.weights.tolist(), "intercept": init.intercept,
     }
     return {"weights": chosen.weights, "intercept": init.intercept, "result": result,
-            "curve": curve_frame(init_vali, metric, fits)}
+            "curve": curve_frame(init_vali, metric, fits), "training": timing}
 
 
 def _test_rankings(cfg: dict[str, Any], proto: dict[str, Any], fitted: dict[str, Any], run: RunFold, *, loss_fn,

@@ -25,6 +25,7 @@ from torch import Tensor, nn
 
 from bench.atomic import write_bytes
 from bench.provenance import canonical_json
+from bench.results import training_timing
 
 CHECKPOINT_FORMAT = 2  # 2: training time and documents (train_seconds, train_docs)
 
@@ -75,19 +76,16 @@ class TrainState:
                    train_docs=ck["train_docs"])
 
     def training_facts(self, steps_per_epoch: int) -> dict[str, Any]:
-        """run.json's training-only timing: ``train_seconds`` (the training passes'
-        wall-clock, validation, checkpoints and the test pass excluded), ``train_docs`` (real
-        documents trained on), ``train_docs_per_s`` = docs / seconds, and
-        ``seconds_per_epoch`` = ``train_seconds`` per ``steps_per_epoch`` steps (one full
-        epoch's worth: a step budget may end the last epoch early). None when no step ran.
+        """run.json's training-only timing (:func:`bench.results.training_timing`):
+        ``train_seconds`` (the training passes' wall-clock, validation, checkpoints and the
+        test pass excluded), ``train_docs`` (real documents trained on), ``train_docs_per_s``,
+        and ``seconds_per_epoch`` per ``steps_per_epoch`` steps (one full epoch's worth: a step
+        budget may end the last epoch early). None when no step ran.
 
         >>> TrainState(step=30, train_seconds=6.0, train_docs=3000).training_facts(10)
         {'train_seconds': 6.0, 'train_docs': 3000, 'train_docs_per_s': 500.0, 'seconds_per_epoch': 2.0}
         """
-        ran = self.step > 0 and self.train_seconds > 0
-        return {"train_seconds": self.train_seconds, "train_docs": self.train_docs,
-                "train_docs_per_s": self.train_docs / self.train_seconds if ran else None,
-                "seconds_per_epoch": self.train_seconds * steps_per_epoch / self.step if ran else None}
+        return training_timing(self.train_seconds, self.train_docs, self.step / steps_per_epoch)
 
 
 @dataclass

@@ -75,6 +75,36 @@ def test_each_objective_trains_and_writes_a_complete_run(prepared, tmp_path, met
     best = res["best_iteration"]
     assert curve["vali_ndcg@10"].iloc[best - 1] == curve["vali_ndcg@10"].max()
     assert res["best_vali"] == curve["vali_ndcg@10"].iloc[best - 1]
+    # training-only timing: every boosting round goes through every training document
+    assert info["train_docs"] == labels_count(prepared, "train") * res["rounds_trained"]
+    assert 0 < info["train_seconds"] < info["wall_time_s"]
+    assert info["train_docs_per_s"] * info["train_seconds"] == pytest.approx(info["train_docs"], rel=1e-9)
+    assert info["seconds_per_epoch"] * res["rounds_trained"] == pytest.approx(info["train_seconds"], rel=1e-9)
+
+
+def labels_count(prepared: Path, split: str) -> int:
+    return int(np.load(prepared / split / "labels.npy").shape[0])
+
+
+@pytest.mark.parametrize("method", ["lgb_lambdarank", "xgb_ndcg"])
+def test_training_time_excludes_our_validation_metric(prepared, tmp_path, monkeypatch, method):
+    """Our metric made 30 ms slower a round: all of it stays out of train_seconds."""
+    import time
+
+    from bench.training import gbdt
+
+    real = gbdt.evaluate_split
+
+    def slow(*args, **kwargs):
+        time.sleep(0.03)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(gbdt, "evaluate_split", slow)
+    out = run_job(_config(), prepared, tmp_path / "run", method=method, seed=0, device="cpu", quiet=True)
+    info = json.loads((out / "run.json").read_text())
+    rounds = info["result"]["rounds_trained"]
+    assert info["wall_time_s"] - info["train_seconds"] >= 0.03 * rounds
+    assert info["train_seconds"] < 0.03 * rounds  # 25 tiny rounds train in well under 30 ms each
 
 
 def test_gbdt_learns_something(prepared, tmp_path):

@@ -127,6 +127,10 @@ def test_run_chooses_the_argmax_of_validation_ndcg_and_writes_a_complete_run(pre
     curve = pd.read_csv(out / "curve.csv")
     assert curve["penalty"].tolist() == grid and curve["vali_ndcg@10"].tolist() == res["vali_by_penalty"]
     assert info["protocol"]["penalties"] == grid and info["protocol"]["kind"] == "linear"
+    # training-only timing: one pass over the training documents (the Gram matrix), no epochs
+    assert info["train_docs"] == np.asarray(train.labels).shape[0] and info["seconds_per_epoch"] is None
+    assert 0 < info["train_seconds"] < info["wall_time_s"]
+    assert info["train_docs_per_s"] * info["train_seconds"] == pytest.approx(info["train_docs"], rel=1e-9)
 
 
 def test_reruns_are_bit_identical(prepared, tmp_path):

@@ -237,6 +237,13 @@ def test_a_short_run_is_never_worse_than_its_initialiser_on_validation(prepared,
     assert curve["vali_ndcg@10"].max() == res["best_vali"]
     assert res["derived_queries"]["drawn"] == 20 * train_queries(fold)
     assert 0 < res["derived_queries"]["used"] <= res["derived_queries"]["non_empty"] <= res["derived_queries"]["drawn"]
+    # training-only timing: each function evaluation and each stage's closing evaluation is one
+    # pass over the derived documents; an epoch is a stage (6 here)
+    passes = sum(res["function_evaluations_by_penalty"]) + 6
+    assert info["train_docs"] == res["derived_queries"]["documents"] * passes
+    assert 0 < info["train_seconds"] < info["wall_time_s"]
+    assert info["seconds_per_epoch"] * 6 == pytest.approx(info["train_seconds"], rel=1e-9)
+    assert info["train_seconds"] < curve["seconds"].sum()  # a stage's seconds include its grading
 
 
 def train_queries(fold) -> int:

@@ -111,7 +111,7 @@ class _LogisticPairSum(torch.autograd.Function):
     when one is larger), and a chunk's weights are built only when it runs (``weights_of``).
     Every pass is elementwise or reduces within one list, and the per-list sums of the
     softplus values run once over the whole batch's buffer, as without chunks: chunking
-    changes no bit (``tests/losses/test_pairwise.py``).
+    changes no bit (``tests/losses/test_chunks.py``).
 
     Bool weights (a pair mask) are applied by setting the differences outside the mask to
     :math:`-\infty` before the softplus: ``softplus(-inf) = sigmoid(-inf) = 0`` exactly, the
@@ -181,8 +181,8 @@ def logistic_pair_sum(scores: Tensor, weights: Tensor | PairWeights, sigma: floa
         weights = weights.to(scores.dtype)
     elif weights.shape[-2:] != (scores.shape[-1], scores.shape[-1]) or weights.dim() != scores.dim() + 1:
         raise ValueError(f"a bool pair mask must be [B, L, L] for scores {tuple(scores.shape)}, got {tuple(weights.shape)}")
-    per_list = weights.dim() == 3 and weights.shape[0] == scores.shape[0] > 1
-    return _LogisticPairSum.apply(scores, lambda c: weights[c] if per_list else weights, sigma)
+    one_per_list = weights.dim() == 3 and weights.shape[0] == scores.shape[0] > 1  # else broadcast over the lists
+    return _LogisticPairSum.apply(scores, lambda c: weights[c] if one_per_list else weights, sigma)
 
 
 def label_ranks(labels: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:

@@ -3,9 +3,10 @@ r"""Shared helpers for every loss: the validators, gains, discounts, ideal DCG, 
 Every registered loss validates its inputs with :func:`check_inputs` (one validator, so every
 loss rejects a bad call with the same exception and message; ``tests/losses/test_contract.py``
 checks this for every registered loss) and takes its hyperparameters keyword-only. Its
-cut-offs (``k``, ``m``) go through :func:`check_k` and its positive reals (temperatures,
-``sigma``, ...) through :func:`check_positive`, so a bad hyperparameter is refused with the
-same ``ValueError`` by every loss (``tests/losses/test_hyperparameters.py``).
+cut-offs (``k``, ``m``) go through :func:`check_k`, its counts (iterations, tree depth)
+through :func:`check_count` and its positive reals (temperatures, ``sigma``, ...) through
+:func:`check_positive`, so a bad hyperparameter is refused with the same ``ValueError`` by
+every loss (``tests/losses/test_hyperparameters.py``).
 
 Conventions (``docs/losses.md``, "Common contract"): gain :math:`g(y) = 2^y - 1`, discount
 :math:`d(j) = 1/\log_2(1 + j)` for 1-based rank :math:`j`, and the batch value is the
@@ -50,6 +51,25 @@ def check_k(k: int | None, name: str = "k", *, optional: bool = True) -> int | N
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
         raise ValueError(f"{name} must be a positive integer{' or None' if optional else ''}, got {k!r}")
     return int(k)
+
+
+def check_count(value: int, name: str, *, minimum: int) -> int:
+    """Return a hyperparameter that counts something (iterations, tree levels) as an ``int``;
+    ``ValueError`` unless it is an integer >= ``minimum``.
+
+    The rule of :func:`check_k` for counts: a float (even ``30.0``), a bool and a string are
+    refused, never rounded.
+
+    >>> check_count(30, "max_iter", minimum=0)
+    30
+    >>> check_count(2.5, "depth", minimum=1)
+    Traceback (most recent call last):
+    ...
+    ValueError: depth must be an integer >= 1, got 2.5
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
 
 
 def check_positive(value: float, name: str) -> None:

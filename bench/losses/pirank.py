@@ -66,26 +66,33 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from bench.losses._common import check_inputs, check_k, discounts, gain, masked_mean_over_lists, max_dcg
+from bench.losses._common import (
+    check_count,
+    check_inputs,
+    check_k,
+    discounts,
+    gain,
+    masked_mean_over_lists,
+    max_dcg,
+)
 from bench.losses.neuralsort import neuralsort
 
 
 def _branching(width: int, depth: int, branching: Sequence[int] | None) -> tuple[int, ...]:
     if branching is not None:
-        b = tuple(int(x) for x in branching)
+        b = tuple(check_count(x, "a branching factor", minimum=1) for x in branching)
         if depth not in (1, len(b)):
             raise ValueError(f"depth={depth} disagrees with branching={b} (length {len(b)})")
-        if not b or min(b) < 1:
-            raise ValueError(f"branching factors must be positive integers, got {b}")
+        if not b:
+            raise ValueError("branching needs at least one factor, got ()")
         if math.prod(b) < width:
             raise ValueError(f"branching={b} holds {math.prod(b)} leaves, fewer than the longest list ({width})")
         return b
-    if int(depth) < 1:
-        raise ValueError(f"depth must be >= 1, got {depth}")
+    depth = check_count(depth, "depth", minimum=1)
     base = max(1, math.ceil(width ** (1.0 / depth)) - 1)
     while base**depth < width:  # smallest integer root, robust to float rounding
         base += 1
-    return (base,) * int(depth)
+    return (base,) * depth
 
 
 def _temperatures(tau, depth: int) -> tuple[float, ...]:
@@ -145,8 +152,7 @@ def _tree(scores: Tensor, mask: Tensor, k: int | None, tau, depth: int, branchin
     if scores.dim() != 2 or scores.shape != mask.shape:
         raise ValueError(f"scores and mask must be [B, L] of one shape, got {tuple(scores.shape)}, {tuple(mask.shape)}")
     k = check_k(k)
-    if int(depth) < 1:
-        raise ValueError(f"depth must be >= 1, got {depth}")
+    depth = check_count(depth, "depth", minimum=1)
     bsz, length = scores.shape
     lengths = mask.sum(-1)
     width = max(1, int(lengths.max())) if length else 1
@@ -156,10 +162,9 @@ def _tree(scores: Tensor, mask: Tensor, k: int | None, tau, depth: int, branchin
     zero = torch.zeros((), dtype=scores.dtype, device=scores.device)
     vals = torch.where(mask, scores, zero).gather(1, order)
     valid = mask.gather(1, order)
-    if branching is not None or int(depth) == 1:  # one tree for the batch (depth 1: one node)
-        b = _branching(width, int(depth), branching)
+    if branching is not None or depth == 1:  # one tree for the batch (depth 1: one node)
+        b = _branching(width, depth, branching)
         return _levels(vals, valid, kk, b, _temperatures(tau, len(b))), order
-    depth = int(depth)
     taus = _temperatures(tau, depth)
     per_list = _per_list_branching(lengths, depth)
     groups = torch.unique(per_list)

@@ -40,6 +40,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
+from bench.losses._common import check_count
 from bench.losses.chunks import list_chunks
 
 
@@ -320,8 +321,7 @@ def softmax_sinkhorn_bilinear(coef: Tensor, s: Tensor, bias: Tensor, left: Tenso
     shape = (coef.shape[0], s.shape[1], coef.shape[1]) if transpose else (coef.shape[0], coef.shape[1], s.shape[1])
     if row_mask.shape != shape[:2] or col_mask.shape != (shape[0], shape[2]):
         raise ValueError(f"row_mask must be [B, R] and col_mask [B, C] for K of shape {list(shape)}")
-    if int(max_iter) < 0 or int(check_every) < 1:
-        raise ValueError(f"need max_iter >= 0 and check_every >= 1, got {max_iter}, {check_every}")
+    max_iter, check_every = check_count(max_iter, "max_iter", minimum=0), check_count(check_every, "check_every", minimum=1)
     zero = torch.zeros((), dtype=s.dtype, device=s.device)
     left = torch.where(row_mask, left.to(s.dtype), zero)
     right = torch.where(col_mask, right.to(s.dtype), zero)
@@ -335,8 +335,7 @@ def _prepare(k: Tensor, row_mask: Tensor, col_mask: Tensor, max_iter: int, tol: 
         raise ValueError(f"K must be [B, R, C], got shape {tuple(k.shape)}")
     if row_mask.shape != k.shape[:2] or col_mask.shape != (k.shape[0], k.shape[2]):
         raise ValueError("row_mask must be [B, R] and col_mask [B, C] for K of shape [B, R, C]")
-    if int(max_iter) < 0 or int(check_every) < 1:
-        raise ValueError(f"need max_iter >= 0 and check_every >= 1, got {max_iter}, {check_every}")
+    check_count(max_iter, "max_iter", minimum=0), check_count(check_every, "check_every", minimum=1)
     if not mask_input:
         return k
     zero = torch.zeros((), dtype=k.dtype, device=k.device)

@@ -36,7 +36,16 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from bench.losses._common import check_inputs, check_k, check_positive, discounts, gain, masked_mean_over_lists, max_dcg
+from bench.losses._common import (
+    check_count,
+    check_inputs,
+    check_k,
+    check_positive,
+    discounts,
+    gain,
+    masked_mean_over_lists,
+    max_dcg,
+)
 from bench.losses.sinkhorn import sinkhorn, sinkhorn_bilinear
 
 
@@ -77,8 +86,7 @@ def sinkprop(scores: Tensor, labels: Tensor, mask: Tensor, *, sigma: float = 1.0
     """
     labels = check_inputs(scores, labels, mask)
     k = check_k(k)
-    if int(n_iter) < 0:
-        raise ValueError(f"n_iter must be >= 0, got {n_iter}")
+    n_iter = check_count(n_iter, "n_iter", minimum=0)
     length = scores.shape[-1]
     zero = torch.zeros((), dtype=scores.dtype, device=scores.device)
     m = sinkprop_matrix(scores, mask, sigma, eps)
@@ -108,8 +116,7 @@ def sinkprop_marginals(scores: Tensor, mask: Tensor, *, sigma: float, n_iter: in
     >>> [[round(x, 4) for x in row] for row in D[0].tolist()]  # after one full iteration the columns sum to 1
     [[0.018, 0.982], [0.982, 0.018]]
     """
-    if int(n_iter) < 0:
-        raise ValueError(f"n_iter must be >= 0, got {n_iter}")
+    n_iter = check_count(n_iter, "n_iter", minimum=0)
     m = sinkprop_matrix(scores, mask, sigma, eps)
     ranks_ok = torch.arange(scores.shape[-1], device=scores.device)[None, :] < mask.sum(-1, keepdim=True)
     return sinkhorn(m, mask, ranks_ok, max_iter=int(n_iter), tol=-1.0)
@@ -167,8 +174,7 @@ def shortcut_hungarian(scores: Tensor, mask: Tensor, *, sigma: float, top: int |
     """
     from scipy.optimize import linear_sum_assignment
 
-    if top is not None and int(top) < 1:
-        raise ValueError(f"top must be >= 1 or None, got {top}")
+    top = check_k(top, "top")
     with torch.no_grad():
         ranks = expected_ranks(sinkprop_marginals(scores, mask, sigma=sigma, n_iter=n_iter, eps=eps), mask)
     real = mask.cpu().numpy()

@@ -339,11 +339,12 @@ def ranking_sigma(sigmas: list[float], stage: int) -> float:
 def ranking_settings(loss_fn: Callable[..., torch.Tensor], sigma: float, top: int | None) -> dict[str, Any]:
     """The SinkProp matrix of the test-time ranking: ``sigma``, ``top`` and the loss's ``n_iter`` and
     ``eps`` (its ``params`` or defaults; SinkProp's own defaults for a loss without them)."""
+    from bench.losses._common import check_count, check_k
     from bench.losses.sinkprop import sinkprop
 
     own, ref = inspect.signature(loss_fn).parameters, inspect.signature(sinkprop).parameters
     pick = {k: (own[k] if k in own else ref[k]).default for k in ("n_iter", "eps")}
-    return {"sigma": float(sigma), "top": None if top is None else int(top), "n_iter": int(pick["n_iter"]),
+    return {"sigma": float(sigma), "top": check_k(top, "top"), "n_iter": check_count(pick["n_iter"], "n_iter", minimum=0),
             "eps": float(pick["eps"])}
 
 

@@ -68,3 +68,31 @@ def test_none_is_the_whole_list_where_the_signature_allows_it_and_refused_elsewh
 @pytest.mark.parametrize("name, hyper", CASES)
 def test_a_positive_integer_is_taken(name, hyper):
     assert torch.isfinite(_call(name, **{hyper: 2}))
+
+
+# ----------------------------------------------------------------------------- counts
+
+# counts and their least value: Sinkhorn iterations (0: the matrix as it is), tree levels
+COUNTS = {"max_iter": 0, "n_iter": 0, "depth": 1}
+COUNT_CASES = [(n, hyper) for hyper in COUNTS for n in _with(hyper)]
+
+
+def test_the_counting_losses_are_all_found():
+    assert {n for n, _ in COUNT_CASES} >= {"neuralndcg", "neuralndcg_transposed", "sinkprop", "pirank_ndcg",
+                                           "pirank_arp"}
+
+
+@pytest.mark.parametrize("bad", [2.5, 2.0, True, "2", None, -1], ids=repr)
+@pytest.mark.parametrize("name, hyper", COUNT_CASES)
+def test_every_loss_refuses_a_bad_count_alike(name, hyper, bad):
+    """An iteration count or a tree depth is an integer, never rounded: 2.5 once ran 2 iterations."""
+    with pytest.raises(ValueError, match=rf"^{hyper} must be an integer >= {COUNTS[hyper]}, got {bad!r}$"):
+        _call(name, **{hyper: bad})
+
+
+@pytest.mark.parametrize("name, hyper", COUNT_CASES)
+def test_the_least_count_is_taken_and_one_below_refused(name, hyper):
+    least = COUNTS[hyper]
+    assert torch.isfinite(_call(name, **{hyper: least}))
+    with pytest.raises(ValueError, match=rf"^{hyper} must be an integer >= {least}, got {least - 1}$"):
+        _call(name, **{hyper: least - 1})

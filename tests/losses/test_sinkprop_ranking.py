@@ -160,5 +160,5 @@ def test_underflowing_marginals_stay_finite_and_keep_the_score_order():
 
 
 def test_bad_top_is_refused():
-    with pytest.raises(ValueError, match="top must be >= 1"):
+    with pytest.raises(ValueError, match="top must be a positive integer or None"):
         one([0.0, 1.0], sigma=1.0, top=0)

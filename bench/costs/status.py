@@ -22,7 +22,6 @@ by side take at least that divided by N.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +31,8 @@ from bench.config.jobs import Job, target_jobs
 from bench.costs.calibration import find_calibration
 from bench.costs.model import Context, project
 from bench.costs.sizing import device_kind
+from bench.errors import IntegrityError
+from bench.results import read_run_info
 
 STATES = ("done", "running", "interrupted", "remaining")
 STALE_S = 600.0
@@ -62,8 +63,10 @@ def job_state(job: Job, now: float, stale_s: float) -> JobState:
         wall = None
         if job.is_run:
             try:
-                wall = float(json.loads(done_marker(job).read_text(encoding="utf-8"))["wall_time_s"])
-            except (OSError, ValueError, KeyError, TypeError):
+                wall = float(read_run_info(job.output)["wall_time_s"])
+            except IntegrityError:  # checked against the run's digests: a damaged file stops with one line naming it
+                raise
+            except (OSError, ValueError, KeyError, TypeError):  # unreadable JSON or no wall time: not projected from
                 wall = None
         return JobState(job, "done", wall_s=wall)
     record = read_progress(job.output) if job.is_run else None

@@ -31,6 +31,7 @@ from typing import Any
 from bench.atomic import write_text
 from bench.errors import UsageError
 from bench.perf.common import SuiteResult, Target, loadavg, md_table, now_utc, targets_section
+from bench.results import RUN_JSON_FILE, read_run_info
 
 #: the command-line option naming each rule's main output (to match a log line to a job)
 OUTPUT_OPTIONS = {"prepare": "--out", "train": "--out", "gbdt": "--out", "linear": "--out", "evaluate": "--out",
@@ -79,9 +80,8 @@ def _match(job: dict[str, Any], records: dict[str, dict[str, float]]) -> dict[st
     output = job["output"]  # a table's is its .md, as the log's --md
     if output in records:
         return records[output]
-    run_json = Path(output) / "run.json"
-    if job["rule"] in ("train", "gbdt", "linear") and run_json.exists():
-        info = json.loads(run_json.read_text(encoding="utf-8"))
+    if job["rule"] in ("train", "gbdt", "linear") and (Path(output) / RUN_JSON_FILE).exists():
+        info = read_run_info(output)  # checked against the run's digests
         return {"seconds": float(info["wall_time_s"]), "peak_mb": info["peak_memory"]["host_max_rss_bytes"] / 2**20}
     return None
 
@@ -96,10 +96,9 @@ def _fold_bytes(job: dict[str, Any]) -> int | None:
 
 
 def _n_params(job: dict[str, Any]) -> int | None:
-    path = Path(job["output"]) / "run.json"
-    if job["rule"] != "train" or not path.exists():
+    if job["rule"] != "train" or not (Path(job["output"]) / RUN_JSON_FILE).exists():
         return None
-    return json.loads(path.read_text(encoding="utf-8"))["result"].get("n_parameters")
+    return read_run_info(job["output"])["result"].get("n_parameters")
 
 
 def _ratio(measured: float | None, projected: float | None) -> float | None:

@@ -137,3 +137,21 @@ def test_status_of_a_half_finished_study(tmp_path, monkeypatch):
     assert {s.job.output: s.state for s in states}[running.output] == "interrupted"
     text = status.render(states, rows, {}, title="t", cores=2)
     assert "interrupted:" in text and "step 30/60" in text
+
+
+def test_status_refuses_a_finished_run_whose_run_json_changed(tmp_path, monkeypatch):
+    """run.json is read through its digest: a changed byte is one line naming the file, never
+    a wall time silently taken from a damaged record."""
+    from bench.data.integrity import write_digests
+    from bench.errors import IntegrityError
+
+    monkeypatch.chdir(tmp_path)
+    done = _job("ranknet")
+    os.makedirs(done.output)
+    run_json = tmp_path / done.output / "run.json"
+    run_json.write_text(json.dumps({"wall_time_s": 12.5}))
+    write_digests(tmp_path / done.output, ["run.json"])
+    assert status.job_state(done, time.time(), 600.0).wall_s == 12.5
+    run_json.write_text(json.dumps({"wall_time_s": 99.5}))  # same length, other bytes
+    with pytest.raises(IntegrityError, match="run.json: contents changed"):
+        status.job_state(done, time.time(), 600.0)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.config import heatmap, kinds, schema
-from bench.config.run import model_type
+from bench.config.run import model_type, resolve_section
 from bench.errors import ConfigError
 
 TABLES: tuple[str, ...] = (
@@ -530,7 +530,37 @@ def table_spec(config: dict[str, Any], table: str) -> dict[str, Any]:
         "conventions": {ds: dataset_convention(config, ds) for ds in table_datasets(config, table)},
         "paper": spec.get("paper"),
         "source": TABLE_SOURCES.get(table),
+        "note": sinkprop_ranking_note(config, table),
     }
+
+
+def sinkprop_ranking_note(config: dict[str, Any], table: str) -> str:
+    """The caption's sentence on the methods SinkProp's own protocol trains in ``table``: how
+    their test queries are ranked (the run's ``sinkprop_protocol.test_ranking``), since a row
+    ranked by the short-cut Hungarian method is not the order of its scores; ``""`` if none.
+
+    >>> cfg = {"tables": {"t": {"protocol": "p", "methods": ["sp"]}}, "methods": {"sp": {"label": "SinkProp"}},
+    ...        "protocols": {"p": {"sinkprop_protocol": {"methods": ["sp"], "ranking_top": 10}}}}
+    >>> sinkprop_ranking_note(cfg, "t")[:81]
+    "SinkProp: SinkProp's own protocol; test queries ranked by the short-cut Hungarian"
+    """
+    protocol = config["tables"][table]["protocol"]
+    labels = {m["name"]: m["label"] for m in method_labels(config, table_methods(config, table))}
+    parts = []
+    for method in table_methods(config, table):
+        section = protocol_section(config, protocol, method, "sinkprop_protocol")
+        if section is None:
+            continue
+        c = resolve_section("sinkprop_protocol", section, f"protocols.{protocol}.sinkprop_protocol")
+        if c["test_ranking"] == "scores":
+            how = "the order of its linear scores"
+        else:
+            top = c["ranking_top"]
+            exact = ("an exact assignment over the whole list" if top is None else
+                     f"the top {top} documents by expected rank assigned exactly, the rest in expected-rank order")
+            how = f"the short-cut Hungarian method on the chosen weights' SinkProp matrix ({exact})"
+        parts.append(f"{labels[method]}: SinkProp's own protocol; test queries ranked by {how}.")
+    return " ".join(parts)
 
 
 def figure_spec(config: dict[str, Any], figure: str) -> dict[str, Any]:

@@ -268,3 +268,21 @@ def test_annealing_figure_names_its_annealed_and_high_tau_runs(cfg):
     off = cv.load_config(overrides={"figures": {"annealing_figure": {"high_tau": "ranknet"}}})
     with pytest.raises(ConfigError, match="figures.annealing_figure.high_tau"):
         plan.figure_spec(off, "annealing_figure")
+
+
+def test_the_caption_says_how_sinkprops_protocol_ranks_the_test_queries():
+    """A SinkProp row of the LETOR table is the short-cut Hungarian ranking, not the order of its
+    scores: the caption says so, with the run's K, and follows the config when it changes."""
+    from bench.report.tables import caption
+
+    default = plan.table_spec(cv.load_config(), "sinkprop_letor")
+    assert "SinkProp: SinkProp's own protocol; test queries ranked by the short-cut Hungarian method" in \
+        caption(default, has_paper=False)
+    assert "the top 10 documents by expected rank assigned exactly" in default["note"]
+    overrides = {"protocols": {"letor": {"sinkprop_protocol": {"test_ranking": "scores"}}}}
+    scores = plan.table_spec(cv.load_config(overrides=overrides), "sinkprop_letor")
+    assert scores["note"] == "SinkProp: SinkProp's own protocol; test queries ranked by the order of its linear scores."
+    whole = plan.table_spec(cv.load_config(overrides={"protocols": {"letor": {"sinkprop_protocol": {
+        "ranking_top": None}}}}), "sinkprop_letor")
+    assert "an exact assignment over the whole list" in whole["note"]
+    assert plan.table_spec(cv.load_config(), "unified_table")["note"] == ""  # SinkProp trained by the unified protocol

@@ -49,13 +49,6 @@ def test_the_cut_off_losses_are_all_found():
     assert set(M_LOSSES) >= {"arf", "arf_relax", "lambda_recall"}
 
 
-@pytest.mark.parametrize("bad", [2.5, 0, -1, True, 2.0, "2"], ids=repr)
-@pytest.mark.parametrize("name, hyper", CASES)
-def test_every_loss_refuses_a_bad_cut_off_alike(name, hyper, bad):
-    with pytest.raises(ValueError, match=rf"^{hyper} must be a positive integer( or None)?, got {bad!r}$"):
-        _call(name, **{hyper: bad})
-
-
 @pytest.mark.parametrize("name, hyper", CASES)
 def test_none_is_the_whole_list_where_the_signature_allows_it_and_refused_elsewhere(name, hyper):
     if "None" in str(_parameters(name)[hyper].annotation):  # ``int | None``
@@ -82,17 +75,19 @@ def test_the_counting_losses_are_all_found():
                                            "pirank_arp"}
 
 
-@pytest.mark.parametrize("bad", [2.5, 2.0, True, "2", None, -1], ids=repr)
-@pytest.mark.parametrize("name, hyper", COUNT_CASES)
-def test_every_loss_refuses_a_bad_count_alike(name, hyper, bad):
-    """An iteration count or a tree depth is an integer, never rounded: 2.5 once ran 2 iterations."""
-    with pytest.raises(ValueError, match=rf"^{hyper} must be an integer >= {COUNTS[hyper]}, got {bad!r}$"):
+# what each kind of hyperparameter must be (the message's words) and the values it refuses
+RULES = {**dict.fromkeys(("k", "m"), (r"a positive integer( or None)?", [2.5, 0, -1, True, 2.0, "2"])),
+         **{hyper: (f"an integer >= {least}", [2.5, 2.0, True, "2", None, least - 1]) for hyper, least in COUNTS.items()}}
+REFUSALS = [(name, hyper, bad) for name, hyper in CASES + COUNT_CASES for bad in RULES[hyper][1]]
+
+
+@pytest.mark.parametrize("name, hyper, bad", REFUSALS, ids=[f"{n}-{h}={b!r}" for n, h, b in REFUSALS])
+def test_every_loss_refuses_a_bad_cut_off_or_count_alike(name, hyper, bad):
+    """A cut-off or a count (iterations, tree depth) is an integer, never rounded: 2.5 once ran 2 iterations."""
+    with pytest.raises(ValueError, match=rf"^{hyper} must be {RULES[hyper][0]}, got {bad!r}$"):
         _call(name, **{hyper: bad})
 
 
 @pytest.mark.parametrize("name, hyper", COUNT_CASES)
-def test_the_least_count_is_taken_and_one_below_refused(name, hyper):
-    least = COUNTS[hyper]
-    assert torch.isfinite(_call(name, **{hyper: least}))
-    with pytest.raises(ValueError, match=rf"^{hyper} must be an integer >= {least}, got {least - 1}$"):
-        _call(name, **{hyper: least - 1})
+def test_the_least_count_is_taken(name, hyper):
+    assert torch.isfinite(_call(name, **{hyper: COUNTS[hyper]}))  # one below it is among REFUSALS

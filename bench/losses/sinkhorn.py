@@ -28,6 +28,13 @@ matrix product at the end. Memory is therefore :math:`O(BL^2)` in total (the inp
 than per iteration, and the gradient is that of the computed (possibly unconverged) iterate,
 so it matches finite differences.
 
+On the CPU every ``[B, L, L]`` pass runs chunk by chunk of lists whose ``K`` blocks fit the
+cache budget (:func:`bench.losses.chunks.list_chunks`), so that all iterations of a chunk,
+and the passes around them, read ``K`` from cache instead of memory. Each list's result
+depends only on that list (per-list freezing), and every batched product, softmax and row
+sum here gives a list the same bits whatever the batch around it, so chunking changes no
+bit (tested).
+
 Denominators are floored at ``finfo(dtype).eps**2`` only to keep a pathological all-zero
 row or column (exact underflow of every entry) finite; ordinary inputs never reach it.
 """
@@ -87,19 +94,6 @@ def _iterate(k: Tensor, row_mask: Tensor, col_mask: Tensor, max_iter: int, tol: 
             vs.append(v)
             acts.append(active)
     return u, v, (us, vs, acts)
-
-
-def _list_chunks(batch: int, list_bytes: int, device: torch.device) -> list[slice]:
-    """Consecutive slices of the ``batch`` lists whose ``K`` blocks (``list_bytes`` each)
-    together fit the cache budget (:func:`bench.losses.chunks.list_chunks`), so that all
-    iterations of a chunk, and the ``[R, C]`` passes around them, read ``K`` from cache
-    instead of memory.
-
-    Each list's result depends only on that list (per-list freezing), and every batched
-    product, softmax and row sum here gives a list the same bits whatever the batch around
-    it, so chunking changes no bit (tested).
-    """
-    return list_chunks(batch, list_bytes, device)
 
 
 KOfChunk = Callable[[int], Tensor]  # chunk index -> that chunk's K
@@ -190,7 +184,7 @@ class _SinkhornBilinear(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, k, left, right, row_mask, col_mask, max_iter, tol, check_every):  # type: ignore[override]
-        chunks = _list_chunks(k.shape[0], k.shape[1] * k.shape[2] * k.element_size(), k.device)
+        chunks = list_chunks(k.shape[0], k.shape[1] * k.shape[2] * k.element_size(), k.device)
         with torch.no_grad():
             value, saved = _forward_value(lambda i: k[chunks[i]], chunks, left, right, row_mask, col_mask, max_iter,
                                           tol, check_every)
@@ -218,7 +212,7 @@ class _SoftmaxSinkhornBilinear(torch.autograd.Function):
     :math:`P = \mathrm{softmax}_{\text{rows}}(c\, s^\top + \mathbf 1 b^\top)`, the logits given by
     their factors.
 
-    Everything ``[B, L, L]`` runs chunk by chunk of lists (:func:`_list_chunks`), each chunk
+    Everything ``[B, L, L]`` runs chunk by chunk of lists (:func:`bench.losses.chunks.list_chunks`), each chunk
     while it is in cache: forward, its logits go into a scratch buffer, their softmax into
     the chunk's saved ``P`` and the iterations follow; backward, its iterations, the
     rank-``m`` gradient of ``K`` multiplied out, the softmax backward over it and the
@@ -234,7 +228,7 @@ class _SoftmaxSinkhornBilinear(torch.autograd.Function):
     @staticmethod
     def forward(ctx, coef, s, bias, left, right, row_mask, col_mask, max_iter, tol, check_every, transpose):  # type: ignore[override]
         batch, rows, cols = coef.shape[0], coef.shape[1], s.shape[1]
-        chunks = _list_chunks(batch, rows * cols * s.element_size(), s.device)
+        chunks = list_chunks(batch, rows * cols * s.element_size(), s.device)
         lists = [len(range(batch)[c]) for c in chunks]
         ps: list[Tensor] = []
         # Several chunks: one chunk's logits in a reused scratch block (in cache). One chunk:
@@ -321,7 +315,8 @@ def softmax_sinkhorn_bilinear(coef: Tensor, s: Tensor, bias: Tensor, left: Tenso
     shape = (coef.shape[0], s.shape[1], coef.shape[1]) if transpose else (coef.shape[0], coef.shape[1], s.shape[1])
     if row_mask.shape != shape[:2] or col_mask.shape != (shape[0], shape[2]):
         raise ValueError(f"row_mask must be [B, R] and col_mask [B, C] for K of shape {list(shape)}")
-    max_iter, check_every = check_count(max_iter, "max_iter", minimum=0), check_count(check_every, "check_every", minimum=1)
+    max_iter = check_count(max_iter, "max_iter", minimum=0)
+    check_every = check_count(check_every, "check_every", minimum=1)
     zero = torch.zeros((), dtype=s.dtype, device=s.device)
     left = torch.where(row_mask, left.to(s.dtype), zero)
     right = torch.where(col_mask, right.to(s.dtype), zero)
@@ -335,7 +330,8 @@ def _prepare(k: Tensor, row_mask: Tensor, col_mask: Tensor, max_iter: int, tol: 
         raise ValueError(f"K must be [B, R, C], got shape {tuple(k.shape)}")
     if row_mask.shape != k.shape[:2] or col_mask.shape != (k.shape[0], k.shape[2]):
         raise ValueError("row_mask must be [B, R] and col_mask [B, C] for K of shape [B, R, C]")
-    check_count(max_iter, "max_iter", minimum=0), check_count(check_every, "check_every", minimum=1)
+    check_count(max_iter, "max_iter", minimum=0)
+    check_count(check_every, "check_every", minimum=1)
     if not mask_input:
         return k
     zero = torch.zeros((), dtype=k.dtype, device=k.device)

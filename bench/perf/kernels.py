@@ -33,7 +33,7 @@ floor is that over this machine's memory bandwidth, measured in the same run and
 call: two reads and a write, STREAM's count), best of all rounds. The goal compares
 NeuralNDCG's minimum measured time (all of it: NeuralSort, the softmax, the iterations and
 the gradient assembly) with 1.5 x that floor. The iterations run chunk by chunk of lists
-that fit in cache (:func:`bench.losses.sinkhorn._list_chunks`), so their passes read ``K``
+that fit in cache (:func:`bench.losses.chunks.list_chunks`), so their passes read ``K``
 from cache, not memory: this floor is a yardstick for the whole kernel, not a bound on the
 iterations.
 """

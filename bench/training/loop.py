@@ -103,7 +103,7 @@ def _trainables(cfg, loss_call: LossCall, parts: tuple, n_features: int, device:
     """Model (seeded ``init``), loss parameters, Adam, then the ``dropout``/``lists``/``loss`` draws."""
     tc = cfg["train"]
     torch.manual_seed(derive_seed(*parts, "init"))
-    model = build_model(cfg["model"], n_features).to(device)
+    model = build_model(cfg["model"], n_features, grades=loss_call.grades).to(device)
     loss_module = loss_call.module.to(device) if loss_call.module is not None else None
     params = list(model.parameters()) + (list(loss_module.parameters()) if loss_module is not None else [])
     opt = torch.optim.Adam(params, lr=tc["lr"], weight_decay=tc["weight_decay"])
@@ -237,7 +237,7 @@ def train_step(f: Fit, rows: Tensor, *, lr: float, tau: float | None,
         group["lr"] = lr
     x, y, mask = gather(f.splits["train"], rows, f.device)
     with autocast(f.device, tc["amp"], on_cpu=f.amp_on_cpu):
-        s = tr.model(x, mask)
+        s = f.loss_call.scorer_outputs(tr.model, x, mask)
     loss = f.loss_call(s.float(), y, mask, tau=tau, gen=tr.loss_gen)
     tr.optimizer.zero_grad(set_to_none=True)
     loss.backward()

@@ -242,10 +242,10 @@ def test_computed_tables_read_every_prepared_fold_the_runs_records_or_the_toy_ta
         "results/prepared/syn-web/Fold1", "results/prepared/syn-letor/Fold1", "results/prepared/syn-letor/Fold2"]
     files = plan.computed_table_inputs(cfg, "arf_table9")
     n_runs = len(plan.table_methods(cfg, "arf_table2")) * len(plan.table_seeds(cfg, "arf_table2"))
-    assert len(files) == 2 * n_runs and files[0] == "results/runs/arf/syn-web/Fold1/softmax/seed0/run.json"
+    assert len(files) == 2 * n_runs and files[0] == "results/runs/arf/syn-web/Fold1/softmax_pointwise/seed0/run.json"
     paper = cv.load_config(ROOT / "config" / "paper.yaml")
     spec = plan.computed_table_spec(paper, "arf_table9")
-    assert (spec["dataset"], spec["role"], len(spec["runs"])) == ("istella-arf", "istella", 9 * 3)
+    assert (spec["dataset"], spec["role"], len(spec["runs"])) == ("istella-arf", "istella", 10 * 3)
     stats = plan.computed_table_spec(paper, "neuralndcg_table2")["datasets"]
     # the paper's statistics go beside NeuralNDCG's own datasets only (not the ARF-filtered copies)
     assert {d["name"]: d["role"] for d in stats if d["role"]} == {"mslr-web30k": "mslr-web30k", "istella": "istella"}

@@ -229,6 +229,9 @@ def run_config(config: dict[str, Any], experiment: str, dataset: str, method: st
     if "metrics" in protocol:
         metrics["names"] = list(protocol["metrics"])
     model, train = protocol_for_dataset(config, protocol_name, dataset)
+    curve = vali_curve_list_size(config, experiment, dataset, method)
+    if curve is not None:
+        train["vali_curve_list_size"] = curve
     out = {
         "experiment": experiment,
         "protocol_name": protocol_name,
@@ -244,6 +247,19 @@ def run_config(config: dict[str, Any], experiment: str, dataset: str, method: st
         if section is not None:
             out[key] = section
     return out
+
+
+def vali_curve_list_size(config: dict[str, Any], experiment: str, dataset: str, method: str) -> int | None:
+    """The validation list size whose curve a run records (``train.vali_curve_list_size``): the
+    temperature figure's ``vali_list_size`` for that figure's runs (its protocol, dataset and
+    methods; PiRank Fig. 5 plots the relaxed loss on validation lists of L = 100), else None, so
+    no other run's config, and no other run's output, changes."""
+    spec = config.get("figures", {}).get("temperature_figure")
+    if not spec or not spec.get("enabled", True) or experiment != spec["protocol"]:
+        return None
+    if dataset != resolve_role(config, spec["dataset"]) or method not in spec["methods"]:
+        return None
+    return int(spec["vali_list_size"])
 
 
 def protocol_section(config: dict[str, Any], protocol: str, method: str, key: str) -> dict[str, Any] | None:
@@ -571,7 +587,8 @@ def figure_spec(config: dict[str, Any], figure: str) -> dict[str, Any]:
     if figure == "scaling_figure":
         return {"steps": spec["steps"], "batch_lists": spec["batch_lists"]}
     if figure == "temperature_figure":
-        return {"runs": figure_runs(config, "temperature_figure"), "metrics": spec.get("metrics") or ["ndcg@10"]}
+        return {"runs": figure_runs(config, "temperature_figure"), "metrics": spec.get("metrics") or ["ndcg@10"],
+                "vali_list_size": spec["vali_list_size"], "smoothing": spec["smoothing"]}
     if figure == "listsize_figure":
         table = config["tables"][spec["table"]]
         return {"dataset": table_datasets(config, spec["table"])[0], "l_train": table["l_train"],

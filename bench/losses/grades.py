@@ -4,7 +4,7 @@ ARF (Wang et al. 2024, Sec. 5.2) lists a "Point-wise Softmax", "the n-class clas
 method by softmax", as its most basic baseline, and its Appendix Table 9 gives it time and
 space :math:`O(n \cdot l)` for ``n`` items and ``l`` distinct labels (every other method
 :math:`O(n^2)`): a classifier over the label grades, not the listwise softmax cross entropy
-of :func:`bench.losses.listwise.softmax` (docs/experiments.md, "ARF's Softmax").
+of :func:`bench.losses.listwise.softmax` (docs/experiments.md, "The point-wise Softmax of ARF").
 
 The scorer gives every item one logit per grade, :math:`z_{b,i} \in \mathbb{R}^C` with
 :math:`C` = ``grades``, and the loss is the cross entropy of the softmax over the grades

@@ -547,7 +547,57 @@ def table_spec(config: dict[str, Any], table: str) -> dict[str, Any]:
         "paper": spec.get("paper"),
         "source": TABLE_SOURCES.get(table),
         "note": sinkprop_ranking_note(config, table),
+        "protocol": spec["protocol"],
+        "choices": table_choices(config, table),
     }
+
+
+def _shown(value: Any) -> str:
+    return "none" if value is None else str(value)
+
+
+def table_choices(config: dict[str, Any], table: str) -> list[dict[str, Any]]:
+    """The values a table's paper does not state or the suite sets otherwise, as the config marks
+    them (``choices`` of its protocol and of its datasets; :mod:`bench.config.paper_choices`), each
+    ``{scope, role, label, key, value, reason}`` with its configured value (a protocol key's values on
+    the table's datasets joined by " / " where they differ; a method key only for the table's own
+    methods). Only on the paper's own datasets: a table on stand-ins compares nothing with the paper."""
+    from bench.config.paper_choices import dataset_settings, expand_keys, protocol_settings
+
+    spec = config["tables"][table]
+    roles = table_roles(config, table)
+    if not roles:
+        return []
+    protocol = spec["protocol"]
+    methods = set(table_methods(config, table))
+    values: dict[str, list[str]] = {}
+    for dataset in roles:
+        model, train = protocol_for_dataset(config, protocol, dataset)
+        for key, value in protocol_settings(config, protocol, model, train).items():
+            values.setdefault(key, [])
+            if _shown(value) not in values[key]:
+                values[key].append(_shown(value))
+    out = []
+    for key, reason in expand_keys(config["protocols"][protocol].get("choices")).items():
+        if key.startswith("methods."):
+            name, _, path = key[len("methods."):].partition(".")
+            if name not in methods:
+                continue
+            node: Any = config["methods"][name]
+            for part in path.split(".") if path else []:
+                node = node.get(part) if isinstance(node, dict) else None
+            value = "default" if node is None else _shown(node)
+            label = config["methods"][name].get("label", name)
+        else:
+            value, label = " / ".join(values.get(key, ["?"])), ""
+        out.append({"scope": "protocol", "role": None, "label": label, "key": key, "value": value, "reason": reason})
+    for dataset, role in roles.items():
+        options = dataset_settings(config, dataset)
+        for key, reason in expand_keys(config["datasets"][dataset].get("choices")).items():
+            value = options.get(key, (config["datasets"][dataset].get("options") or {}).get(key[len("options."):]))
+            out.append({"scope": "dataset", "role": role, "label": config["datasets"][dataset].get("label", dataset),
+                        "key": key, "value": value, "reason": reason})
+    return out
 
 
 def sinkprop_ranking_note(config: dict[str, Any], table: str) -> str:

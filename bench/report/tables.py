@@ -200,9 +200,11 @@ def differences_caption(spec: dict[str, Any]) -> list[str]:
     >>> spec = {"protocol": "x", "choices": [{"scope": "protocol", "role": None, "label": "", "key": "train.batch_size",
     ...     "value": "16", "reason": "not stated"}, {"scope": "dataset", "role": "r", "label": "D",
     ...     "key": "options.clip", "value": 1.0, "reason": "huge values"}]}
-    >>> print(*differences_caption(spec)[0].split(": ", 1), sep="\n")
-    Differences from the paper (values it does not state are this suite's choices)
-    train.batch_size = 16 (not stated); D: options.clip = 1.0 (huge values).
+    >>> head, listed = differences_caption(spec)[0].split(": ", 1)
+    >>> head
+    "Differences from the paper (values it does not state are this suite's choices)"
+    >>> listed
+    'train.batch_size = 16 (not stated); D: options.clip = 1.0 (huge values).'
     """
     from bench.report.paper_settings import table_differences
 

@@ -286,3 +286,21 @@ def test_the_caption_says_how_sinkprops_protocol_ranks_the_test_queries():
         "ranking_top": None}}}}), "sinkprop_letor")
     assert "an exact assignment over the whole list" in whole["note"]
     assert plan.table_spec(cv.load_config(), "unified_table")["note"] == ""  # SinkProp trained by the unified protocol
+
+
+def test_only_the_temperature_figures_runs_record_the_validation_curve_on_cut_lists(cfg):
+    """PiRank Fig. 5 needs the relaxed loss on validation lists of L = 100: the plan sets
+    train.vali_curve_list_size for the figure's runs (its protocol, dataset and methods) and for no
+    other run, so no other run config changes (default profile: L = 40; paper profile: 100)."""
+    spec = cfg["figures"]["temperature_figure"]
+    dataset = plan.resolve_role(cfg, spec["dataset"])
+    for method in spec["methods"]:
+        assert plan.run_config(cfg, spec["protocol"], dataset, method)["train"]["vali_curve_list_size"] == 40
+    others = [("pirank_ablation", "pirank_ndcg_L10"), ("pirank_ablation", "pirank_ndcg_anneal"), ("pirank", "ranknet"),
+              ("unified", "pirank_ndcg")]
+    for protocol, method in others:
+        assert "vali_curve_list_size" not in plan.run_config(cfg, protocol, dataset, method)["train"], method
+    paper = cv.load_config(ROOT / "config" / "paper.yaml")
+    assert plan.run_config(paper, "pirank_ablation", "mslr-web30k", "pirank_ndcg_tau5")["train"][
+        "vali_curve_list_size"] == 100
+    assert plan.figure_spec(paper, "temperature_figure")["smoothing"] == 0.9

@@ -909,9 +909,10 @@ def effective_entry(config: dict[str, Any], protocol: str, dataset: str, spec: d
 def selection_candidates(config: dict[str, Any], table: str,
                          dataset: str) -> dict[str, list[tuple[selection.Point, str]]]:
     """Per selected method of ``table``: each grid point with the method whose runs train it on
-    ``dataset``. A point trains what a catalogue method already trains (the same effective
-    entry, :func:`effective_entry`, under the table's protocol) reuses that method's runs: the
-    table's method itself first, then the catalogue in its order (ARF Tables 6-8's
+    ``dataset``. A point that trains what another method already trains under the table's
+    protocol (the same effective entry, :func:`effective_entry`) reuses that method's runs: the
+    table's method itself first, then the methods of the enabled tables and figures of the
+    protocol (:func:`protocol_methods`), in the catalogue's order (ARF Tables 6-8's
     ``arf_tau0.8`` is the point ``arf+tau=0.8+lr=0.001`` of ARF Table 2 at the protocol's lr);
     methods of a protocol section (SinkProp's own protocol) are never reused. Else the point
     trains under its own name."""
@@ -921,8 +922,9 @@ def selection_candidates(config: dict[str, Any], table: str,
     protocol = config["tables"][table]["protocol"]
     sectioned = {m for key in kinds.protocol_kinds() for m in (config["protocols"][protocol].get(key) or {})
                  .get("methods", [])}
+    trained = protocol_methods(config, protocol) | set(selects)
     known = [(m, effective_entry(config, protocol, dataset, spec)) for m, spec in config["methods"].items()
-             if m not in sectioned]
+             if m in trained and m not in sectioned]
     out = {}
     for base, points in selection_grid(config, table).items():
         order = sorted(known, key=lambda item: item[0] != base)  # the method itself first (a stable sort)
@@ -932,6 +934,16 @@ def selection_candidates(config: dict[str, Any], table: str,
             pairs.append((point, next((m for m, eff in order if eff == mine), point.name)))
         out[base] = pairs
     return out
+
+
+def protocol_methods(config: dict[str, Any], protocol: str) -> set[str]:
+    """The catalogue methods the enabled tables and figures train under ``protocol`` (a figure
+    with a ``protocol`` and ``methods``: the temperature, annealing and heatmap figures)."""
+    out = {m for t in enabled_tables(config) if config["tables"][t]["protocol"] == protocol
+           for m in table_methods(config, t)}
+    figures = config.get("figures", {})
+    return out | {m for f in enabled_figures(config) if figures[f].get("protocol") == protocol
+                  for m in figures[f].get("methods", [])}
 
 
 def selection_metric(config: dict[str, Any], table: str, dataset: str, method: str) -> str:

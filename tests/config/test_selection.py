@@ -4,7 +4,6 @@ jobs of the default and paper profiles, and the errors a bad ``select`` gets (na
 from __future__ import annotations
 
 import copy
-import json
 import re
 from collections import Counter
 from functools import cache
@@ -152,15 +151,18 @@ def test_the_papers_choices_are_the_tables_6_8_rows_equal_to_table_2s(paper):
     row of its Table 6, 7 or 8 (all three metrics, as printed), and that row's tau is the one the
     config records as the paper's choice (the oracle: the transcribed paper numbers)."""
     numbers = load_paper_numbers()
+
+    def rows(name: str, role: str) -> dict[str, tuple[float, ...]]:
+        """Table ``name``'s printed rows on ``role``: method -> its values, metrics sorted."""
+        sub = numbers[(numbers.table == name) & (numbers.role == role)]
+        return {m: tuple(g.sort_values("metric").value) for m, g in sub.groupby("method")}
+
     sensitivity = {"arf": "arf_table6", "arf_relax": "arf_table7", "neuralsort_ce": "arf_table8"}
     selects = plan.table_selects(paper, "arf_table2")
     for base, table in sensitivity.items():
         for role in ("mslr-web30k", "istella"):
-            def rows(name, key):
-                sub = numbers[(numbers.table == name) & (numbers.role == role)]
-                return {m: tuple(g.sort_values("metric").value) for m, g in sub.groupby("method") if key(m)}
-            table2 = rows("arf_table2", lambda m: m == base)[base]
-            equal = [m for m, values in rows(table, lambda m: True).items() if values == table2]
+            table2 = rows("arf_table2", role)[base]
+            equal = [m for m, values in rows(table, role).items() if values == table2]
             assert len(equal) == 1, (base, role, equal)
             assert selects[base]["paper"][role] == {"params.tau": paper["methods"][equal[0]]["params"]["tau"]}
     # PiRank Table 2 gives tau = 1000 for PiRank and NeuralSort

@@ -11,6 +11,8 @@ validate_config`) first.
   ``ltr-bench`` command) of the method's kind (:mod:`bench.config.kinds`, the registry of run
   kinds); :func:`run_config` is the self-contained config one job reads (``--config``);
 - what each evaluation, statistics table, table rendering and figure is given;
+- hyperparameter selection on validation: a table's grid points (:mod:`bench.config.selection`),
+  the runs each one reuses, and what the ``select`` stage and the selection table are given;
 - the frozen comparison's protocol (:func:`study_protocol`).
 
 >>> merged_model({"type": "mlp", "hidden": [8]}, {"dropout": 0.1})
@@ -862,6 +864,7 @@ PAPER_FIGURE_SPECS = {"annealing_figure": _annealing_spec, "letor_curves": _leto
 # a dataset, the `select` stage's files and what it and the tables are given
 
 SELECTION = "results/selection/{table}/{dataset}/{fold}.json"
+SELECTION_SUFFIX = "_selection"  # reports/tables/<table>_selection.*: every grid point
 
 
 def table_selects(config: dict[str, Any], table: str) -> dict[str, dict[str, Any]]:
@@ -999,9 +1002,6 @@ def selection_table_outputs(config: dict[str, Any], table: str) -> list[str]:
     if not table_selects(config, table):
         return []
     return [f"reports/tables/{table}{SELECTION_SUFFIX}.{fmt}" for fmt in TABLE_FORMATS]
-
-
-SELECTION_SUFFIX = "_selection"
 
 
 def table_targets(config: dict[str, Any], table: str) -> list[str]:

@@ -28,7 +28,7 @@ when that is unique in the grid, else the whole path): readable, and a valid fil
 'tau = 0.8, lr = 0.01'
 >>> point_spec({"loss": "arf", "params": {"m": 30}}, points[1], None)
 {'loss': 'arf', 'params': {'m': 30, 'tau': 0.8}, 'train': {'lr': 1e-05}}
->>> best_point([[0.5, 0.7], [0.6, 0.6], [0.4, 0.9]], higher_is_better=True)
+>>> best_point([[0.25, 0.75], [0.5, 0.5], [0.125, 0.625]], higher_is_better=True)  # a tie: the first
 0
 """
 

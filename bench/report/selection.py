@@ -16,8 +16,8 @@ and nothing else: every number is a record's.
 ...        "higher_is_better": True, "chosen": "m+x=1", "chosen_label": "x = 1", "chosen_settings": {"p.x": 1},
 ...        "points": [{"name": "m+x=1", "label": "x = 1", "settings": {"p.x": 1}, "run": "m+x=1", "dirs": ["r"],
 ...                    "values": [0.5], "mean": 0.5}]}}}
->>> caption_sentence([rec], {"methods": [{"name": "m", "label": "M"}], "datasets": [{"name": "d", "label": "D"}]})
-'Selected on validation (mean over seeds of each run's kept validation value): M: x = 1 (D, by NDCG@10).'
+>>> print(caption_sentence([rec], {"methods": [{"name": "m", "label": "M"}], "datasets": [{"name": "d", "label": "D"}]}))
+Selected on validation (mean over seeds of each run's kept validation value): M: x = 1 (D, by NDCG@10).
 """
 
 from __future__ import annotations

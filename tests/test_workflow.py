@@ -83,7 +83,8 @@ def test_paper_profile_plans_real_datasets_with_gpu_resources():
     train = [w for rule, w in jobs if rule == "train"]
     assert {w["dataset"] for w in train} == {"mslr-web30k", "yahoo-set1"}
     assert {w["fold"] for w in train} == {"Fold1"}
-    assert len(train) == 6 * 2 * 3  # methods x datasets x seeds
+    # (methods + 4 more tau points of PiRank and NeuralSort each, selected on validation) x datasets x seeds
+    assert len(train) == (6 + 2 * 4) * 2 * 3
     assert all("gpu=1" in w["_resources"] for w in train)
 
 

@@ -20,6 +20,9 @@ from __future__ import annotations
 EMPTY_QUERY_CHOICES = ("one", "zero", "drop")
 TIES_CHOICES = ("stable", "expected")
 CONVENTIONS = ("default", "letor3", "letor4", "tfranking", "allrank")
+#: the conventions that keep score ties in file order (LETOR's scripts), so ``ties`` must be ``stable``
+#: where they grade; the tools' conventions (tfranking, allrank) fix their own tie rule
+STABLE_TIES_CONVENTIONS = ("letor3", "letor4")
 #: what ``evaluation.convention`` takes besides a convention: each dataset's own
 DATASET_CONVENTION = "dataset"
 TESTS = ("t", "wilcoxon", "permutation")

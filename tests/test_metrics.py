@@ -11,8 +11,7 @@ import pandas as pd
 import pytest
 
 import bench.metrics as M
-from bench.metrics import ranking
-from bench.metrics import conventions_caption, evaluate, higher_is_better, parse_metric
+from bench.metrics import conventions_caption, evaluate, higher_is_better, parse_metric, ranking
 
 ALL = ["ndcg@1", "ndcg@3", "ndcg@10", "ndcg@max", "mrr", "opa", "opa_arf", "arp",
        "recall@3@2", "recall@5@3", "recall_arf@5@3", "map", "precision@1", "precision@5"]

@@ -18,6 +18,7 @@ from bench.metrics.cascade import err, rbp, rbp_residual
 from bench.metrics.names import MetricSpec
 from bench.metrics.ranking import Ranking, apply_empty, exclusive_prefix, safe_div
 
+
 def _kept(r: Ranking) -> np.ndarray:
     """No query dropped."""
     return np.zeros(r.n_queries, dtype=bool)

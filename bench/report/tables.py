@@ -47,7 +47,7 @@ from typing import Any
 
 import pandas as pd
 
-from bench.metrics import LETOR_KINDS, conventions_caption, higher_is_better, parse_metric
+from bench.metrics import conventions_caption, higher_is_better
 from bench.report import published as P
 from bench.results import dataset_key
 
@@ -191,11 +191,12 @@ def caption(spec: dict[str, Any], has_paper: bool, published: str = "") -> str:
 
 
 def _convention_parts(spec: dict[str, Any], ev: dict[str, Any]) -> list[str]:
-    """The caption's metric conventions: one paragraph per evaluation convention in the table.
+    """The caption's metric conventions: one paragraph per evaluation convention in the table,
+    stating only the rules of the metrics the table shows (:func:`bench.metrics.conventions_caption`).
 
-    ``spec["conventions"]`` maps dataset -> convention (``bench.config.plan.table_spec``); a
-    table whose datasets all use the default convention gets exactly the default caption.
-    When several conventions meet in one table, each paragraph names its datasets.
+    ``spec["conventions"]`` maps dataset -> convention (``bench.config.plan.table_spec``: the
+    table's own, else each dataset's). When several conventions meet in one table, each
+    paragraph names its datasets.
     """
     per_dataset = spec.get("conventions") or {}
     labels = {ds["name"]: ds.get("label") or ds["name"] for ds in spec.get("datasets", [])}
@@ -203,11 +204,6 @@ def _convention_parts(spec: dict[str, Any], ev: dict[str, Any]) -> list[str]:
     parts = []
     for convention in used:
         text = conventions_caption(ev["empty_query"], ev["ties"], convention, metrics=spec.get("metrics"))
-        if convention != "default":
-            kinds = {parse_metric(m).kind for m in spec.get("metrics", [])}
-            if kinds - set(LETOR_KINDS[convention]):
-                text += (" Metrics the script does not define (MRR, OPA, ARP, recall) follow the suite's "
-                         "default convention.")
         if len(used) > 1:
             names = ", ".join(labels.get(d, d) for d, c in per_dataset.items() if c == convention)
             text = f"{names}: {text}"

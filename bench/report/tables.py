@@ -47,7 +47,7 @@ from typing import Any
 
 import pandas as pd
 
-from bench.metrics import conventions_caption, higher_is_better
+from bench.metrics import conventions_caption, higher_is_better, parse_metric
 from bench.report import published as P
 from bench.results import dataset_key
 
@@ -66,20 +66,24 @@ def metric_label(metric: str) -> str:
     ('NDCG@10', 'NDCG', 'ARP ↓', 'Recall@30@15')
     >>> metric_label("recall_arf@30@15")  # ARF eq. 4 (divides by k; the caption says so)
     'Recall@30@15 (ARF)'
+    >>> metric_label("err@10"), metric_label("rbp@0.8"), metric_label("rbp_residual@0.8"), metric_label("map@10")
+    ('ERR@10', 'RBP@0.8', 'RBP residual@0.8 ↓', 'MAP@10')
     """
-    if metric == "ndcg@max":
-        return "NDCG"
     name, _, rest = metric.partition("@")
+    if rest == "max":
+        rest = ""
     if name == "recall_arf":
         return f"Recall@{rest} (ARF)"
-    pretty = {"ndcg": "NDCG", "mrr": "MRR", "opa": "OPA", "opa_arf": "OPA (ARF)", "arp": "ARP ↓",
-              "recall": "Recall", "map": "MAP", "precision": "P"}.get(name, name)
-    return f"{pretty}@{rest}" if rest else pretty
+    pretty = {"ndcg": "NDCG", "dcg": "DCG", "err": "ERR", "mrr": "MRR", "opa": "OPA", "opa_arf": "OPA (ARF)",
+              "arp": "ARP", "recall": "Recall", "map": "MAP", "precision": "P", "rbp": "RBP",
+              "rbp_residual": "RBP residual"}.get(name, name)
+    label = f"{pretty}@{rest}" if rest else pretty
+    return label if higher_is_better(metric) else f"{label} ↓"
 
 
 def decimals(metric: str) -> int:
-    """Printed digits: ARP is a rank position (3 decimals), the rest are fractions (4)."""
-    return 4 if higher_is_better(metric) else 3
+    """Printed digits: ARP is a rank position (3 decimals), the rest are fractions or gains (4)."""
+    return 3 if parse_metric(metric).kind == "arp" else 4
 
 
 @dataclass

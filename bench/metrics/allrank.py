@@ -46,6 +46,7 @@ def mrr(r: Ranking, spec: MetricSpec, empty_query: str):
     return default.reciprocal_rank(r, r.y == highest[r.qidx], spec.k), np.zeros(r.n_queries, dtype=bool)
 
 
+POOLED: tuple[str, ...] = ()  # every list weighs 1
 #: the metric kinds allRank itself defines, and how
 OWN = {"ndcg": default.ndcg, "dcg": default.dcg, "mrr": mrr}
 

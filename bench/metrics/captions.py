@@ -165,7 +165,7 @@ def conventions_caption(empty_query: str = "one", ties: str = "stable", conventi
                      f"{'s' if len({s.kind for s in others}) == 1 else ''} the suite's default convention. "
                      + _default_caption(others, empty_query, ties))
         return text.strip()
-    if conv.ties is not None:
+    if conv.fixes_rules:
         return _tool_caption(conv, specs)
     return _default_caption(specs, empty_query, ties)
 

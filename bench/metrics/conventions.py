@@ -44,6 +44,11 @@ class Convention:
     captions: Mapping[str, str] = field(default_factory=dict)
     caption_pooled: str = ""
 
+    @property
+    def fixes_rules(self) -> bool:
+        """A tool's convention: its tie rule and empty-query value hold for every metric it grades."""
+        return self.ties is not None
+
 
 def _letor_compute(convention: str) -> dict[str, Callable]:
     def graded(fn: Callable) -> Callable:
@@ -52,10 +57,10 @@ def _letor_compute(convention: str) -> dict[str, Callable]:
     return {kind: graded(fn) for kind, fn in letor.LETOR_COMPUTE.items() if kind in letor.LETOR_KINDS[convention]}
 
 
-def _tool(module, name: str, pooled: tuple[str, ...] = ()) -> Convention:
+def _tool(module, name: str) -> Convention:
     return Convention(name, module.TOOL, MappingProxyType({**default.COMPUTE, **module.OWN}), tuple(module.OWN),
                       ties=module.TIES, empty_query=module.EMPTY_QUERY, used_by=module.USED_BY,
-                      source=module.SOURCE, pooled=pooled, caption_ties=module.CAPTION_TIES,
+                      source=module.SOURCE, pooled=module.POOLED, caption_ties=module.CAPTION_TIES,
                       caption_empty=module.CAPTION_EMPTY, captions=MappingProxyType(module.CAPTIONS),
                       caption_pooled=module.CAPTION_POOLED)
 
@@ -65,7 +70,7 @@ REGISTRY: dict[str, Convention] = {
     **{name: Convention(name, f"LETOR's {script}", MappingProxyType(_letor_compute(name)), letor.LETOR_KINDS[name],
                         source=script)
        for name, script in letor.LETOR_SCRIPTS.items()},
-    "tfranking": _tool(tfranking, "tfranking", pooled=("opa", "arp")),
+    "tfranking": _tool(tfranking, "tfranking"),
     "allrank": _tool(allrank, "allrank"),
 }
 

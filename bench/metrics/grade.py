@@ -64,8 +64,8 @@ def evaluate(
     elif any(s.kind == "mean_ndcg" for s in specs):
         raise ValueError("metric 'mean_ndcg' (Eval-Score-4.0.pl's MeanNDCG) is defined only under "
                          "convention 'letor4'")
-    if conv.ties is not None:  # a tool's convention: its own rules, its float32 scores
-        ties, empty_query = conv.ties, conv.empty_query or empty_query
+    if conv.fixes_rules:  # a tool's convention: its own rules, its float32 scores
+        ties, empty_query = str(conv.ties), conv.empty_query or empty_query
         scores = scores.astype(np.float32).astype(np.float64)
     qids = _query_ids(query_ids, len(offsets) - 1)
     ranking = Ranking(scores, labels, offsets, ties)

@@ -70,6 +70,8 @@ def arp(r: Ranking, spec: MetricSpec, empty_query: str):
     return value, dropped, r.segsum(r.y)
 
 
+#: the kinds whose per-list weight is not 1: their frames carry ``<metric>:weight``
+POOLED = ("opa", "arp")
 #: the metric kinds TF-Ranking itself defines, and how
 OWN = {"ndcg": default.ndcg, "dcg": default.dcg, "mrr": default.mrr, "map": default.map_,
        "precision": precision, "opa": opa, "arp": arp}

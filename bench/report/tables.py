@@ -47,7 +47,7 @@ from typing import Any
 
 import pandas as pd
 
-from bench.metrics import conventions_caption, higher_is_better, parse_metric
+from bench.metrics import LOWER_IS_BETTER, conventions_caption, parse_metric
 from bench.report import published as P
 from bench.results import dataset_key
 
@@ -78,7 +78,7 @@ def metric_label(metric: str) -> str:
               "arp": "ARP", "recall": "Recall", "map": "MAP", "precision": "P", "rbp": "RBP",
               "rbp_residual": "RBP residual"}.get(name, name)
     label = f"{pretty}@{rest}" if rest else pretty
-    return label if higher_is_better(metric) else f"{label} ↓"
+    return f"{label} ↓" if name in LOWER_IS_BETTER else label  # any name: curve columns too
 
 
 def decimals(metric: str) -> int:

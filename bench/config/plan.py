@@ -699,7 +699,8 @@ def heatmap_rows(config: dict[str, Any], dataset: str) -> list[tuple[heatmap.Row
 
 def heatmap_spec(config: dict[str, Any]) -> dict[str, Any]:
     """What ``ltr-bench figure recall_heatmap`` draws: the grid (the columns) and one panel per
-    (dataset, method), its rows the models trained per (m, k) and the ARF figures it redraws."""
+    (dataset, method), its rows the models trained per (m, k) and the ARF figures it redraws,
+    and the evaluation convention of each dataset (the caption states it)."""
     spec = config["figures"][heatmap.FIGURE]
     panels = []
     for dataset, roles in heatmap_datasets(config):
@@ -717,7 +718,9 @@ def heatmap_spec(config: dict[str, Any]) -> dict[str, Any]:
                 "rows": [{"method": run, "m": row.m, "k": row.k, "label": row.title}
                          for row, run in rows if row.base == base],
             })
-    return {"metric": heatmap.RECALL, "grid": [list(p) for p in heatmap.grid_pairs(spec)], "panels": panels}
+    conventions = {dataset: evaluation_convention(config, heatmap.FIGURE, dataset) for dataset, _ in heatmap_datasets(config)}
+    return {"metric": heatmap.RECALL, "grid": [list(p) for p in heatmap.grid_pairs(spec)], "panels": panels,
+            "conventions": conventions, "evaluation": config["evaluation"]}
 
 
 # ----------------------------------------------------------------------------- computed tables (issue 26)

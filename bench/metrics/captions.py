@@ -56,8 +56,9 @@ def _definitions(specs: list[MetricSpec], overrides: dict[str, str]) -> list[str
                + (" (MRR@k: within the top k)." if "mrr" in cut else "."),
         "map": " ".join(t for t in (
             "MAP averages the precision at the ranks of the relevant documents." if "map" in uncut else "",
-            "MAP@k sums those precisions up to rank k and divides by all relevant documents of the query "
-            "(trec_eval's map_cut)." if "map" in cut else "") if t),
+            f"MAP@k sums {'those precisions' if 'map' in uncut else 'the precisions at the ranks of the relevant documents'} "
+            "up to rank k and divides by all relevant documents of the query (trec_eval's map_cut)."
+            if "map" in cut else "") if t),
         "precision": "P@k divides by k (the missing places of a shorter list count as non-relevant).",
         "err": "ERR@k is the Yahoo! challenge's expected reciprocal rank: a document of grade y (0-4) stops "
                "the reader with probability (2^y-1)/16.",

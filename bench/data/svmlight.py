@@ -67,7 +67,7 @@ import numpy as np
 from numba import prange
 from numba.cpython.unsafe.numbers import trailing_zeros
 
-from bench.data._jit import njit
+from bench.jit import njit
 from bench.errors import SvmlightFormatError
 
 __all__ = ["SvmlightFormatError", "read_svmlight"]

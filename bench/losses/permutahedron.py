@@ -190,8 +190,8 @@ def soft_rank(scores: Tensor, mask: Tensor, *, epsilon: float = 1.0, regularizat
     >>> theta = torch.tensor([[8.0, 0.0, 5.0, 3.0]]); m = torch.ones(1, 4, dtype=torch.bool)
     >>> soft_rank(theta, m, epsilon=0.1).tolist()  # well separated: exactly the hard ranks
     [[1.0, 4.0, 2.0, 3.0]]
-    >>> soft_rank(theta, m, epsilon=4.0).tolist()  # theta/eps = 2, 0, 1.25, 0.75: 8 and 5 share a block
-    [[1.625, 3.5, 1.625, 3.25]]
+    >>> soft_rank(theta, m, epsilon=4.0).tolist()  # sorted -theta/eps - rho increases: one block, mean -3.5
+    [[1.5, 3.5, 2.25, 2.75]]
     """
     _check(scores, mask, epsilon, regularization)
     shape, width = scores.shape, scores.shape[-1]
@@ -217,8 +217,8 @@ def soft_sort(scores: Tensor, mask: Tensor, *, epsilon: float = 1.0, regularizat
     >>> theta = torch.tensor([[0.0, 3.0, 1.0, 9.0]]); m = torch.tensor([[True, True, True, False]])
     >>> soft_sort(theta, m, epsilon=0.1).tolist()
     [[3.0, 1.0, 0.0, 0.0]]
-    >>> soft_sort(theta, m, epsilon=2.0).tolist()  # rho/eps - (3, 1, 0) = (-1.5, 0, 1.5) pools to 0
-    [[1.5, 1.0, 0.5, 0.0]]
+    >>> [round(v, 4) for v in soft_sort(theta, m, epsilon=2.0)[0].tolist()]  # rho/eps - (3, 1, 0) pools to -1/3
+    [1.8333, 1.3333, 0.8333, 0.0]
     """
     _check(scores, mask, epsilon, regularization)
     shape, width = scores.shape, scores.shape[-1]

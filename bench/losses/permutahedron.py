@@ -56,6 +56,7 @@ How it is computed here:
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import numpy as np
@@ -165,6 +166,11 @@ def _check(scores: Tensor, mask: Tensor, epsilon: float, regularization: str) ->
         raise ValueError(f"regularization must be one of {', '.join(REGULARIZATIONS)}, got {regularization!r}")
 
 
+def _rows(x: Tensor) -> Tensor:
+    """``[..., L]`` as ``[N, L]`` (also for ``L = 0``, where ``reshape(-1, 0)`` is ambiguous)."""
+    return x.reshape(math.prod(x.shape[:-1]), x.shape[-1])
+
+
 def _descending(values: Tensor, mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """``(sorted values [N, L] with 0 padding, order, sorted mask)``: real items first, descending."""
     low = torch.full((), float("-inf"), dtype=values.dtype, device=values.device)
@@ -195,7 +201,7 @@ def soft_rank(scores: Tensor, mask: Tensor, *, epsilon: float = 1.0, regularizat
     """
     _check(scores, mask, epsilon, regularization)
     shape, width = scores.shape, scores.shape[-1]
-    theta, m = scores.reshape(-1, width), mask.reshape(-1, width)
+    theta, m = _rows(scores), _rows(mask)
     s, order, ok = _descending(-theta / epsilon, m)
     rho = _rho(ok, s.dtype)
     zero = torch.zeros((), dtype=s.dtype, device=s.device)
@@ -222,7 +228,7 @@ def soft_sort(scores: Tensor, mask: Tensor, *, epsilon: float = 1.0, regularizat
     """
     _check(scores, mask, epsilon, regularization)
     shape, width = scores.shape, scores.shape[-1]
-    theta, m = scores.reshape(-1, width), mask.reshape(-1, width)
+    theta, m = _rows(scores), _rows(mask)
     w, _, ok = _descending(theta, m)
     z = _rho(ok, w.dtype) / epsilon
     out = z - _isotonic(z, w, ok, regularization)

@@ -25,6 +25,8 @@ interchangeable in PiRank and ARF):
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
@@ -48,9 +50,10 @@ def softsort_logits(scores: Tensor, mask: Tensor, tau: float, k: int | None = No
     length = scores.shape[-1]
     kk = length if k is None else min(k, length)
     dtype, device = scores.dtype, scores.device
-    m = mask.reshape(-1, length)
+    rows = math.prod(scores.shape[:-1])  # not reshape(-1, L): ambiguous for L = 0
+    m = mask.reshape(rows, length)
     zero = torch.zeros((), dtype=dtype, device=device)
-    s = torch.where(m, scores.reshape(-1, length), zero)
+    s = torch.where(m, scores.reshape(rows, length), zero)
     low = torch.full((), float("-inf"), dtype=dtype, device=device)
     top = torch.sort(torch.where(m, s, low), dim=-1, descending=True).values[:, :kk]  # s_(1..k), padding -inf
     n = m.sum(-1)

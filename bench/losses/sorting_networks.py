@@ -153,8 +153,10 @@ def network_sort(scores: Tensor, mask: Tensor, values: Tensor, *, network: str =
         raise ValueError(f"scores and mask must be [B, L] and values [B, L, C], got {tuple(scores.shape)}, "
                          f"{tuple(mask.shape)}, {tuple(values.shape)}")
     bsz, length = scores.shape
+    if length == 0:
+        return torch.zeros_like(values)
     lengths = mask.sum(-1)
-    width = max(1, int(lengths.max())) if length else 1
+    width = max(1, int(lengths.max()))
     order = torch.argsort((~mask).to(torch.int8), dim=-1, stable=True)[:, :width]  # real items first
     zero = torch.zeros((), dtype=scores.dtype, device=scores.device)
     x = torch.where(mask, scores, zero).gather(1, order)
@@ -199,7 +201,8 @@ def network_matrix(scores: Tensor, mask: Tensor, k: int | None = None, *, networ
     """
     k = check_k(k)
     lead, length = scores.shape[:-1], scores.shape[-1]
-    s, m = scores.reshape(-1, length), mask.reshape(-1, length)
+    rows = math.prod(lead)  # not reshape(-1, L): ambiguous for L = 0
+    s, m = scores.reshape(rows, length), mask.reshape(rows, length)
     eye = torch.eye(length, dtype=scores.dtype, device=scores.device).expand(s.shape[0], length, length)
     p = network_sort(s, m, eye, network=network, sigmoid=sigmoid, steepness=steepness)
     kk = length if k is None else min(k, length)

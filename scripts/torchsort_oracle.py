@@ -34,8 +34,8 @@ def main() -> None:
         theta = torch.tensor(rng.normal(size=(3, n)) * 2.0, dtype=torch.float64)
         cotangent = torch.tensor(rng.normal(size=(3, n)), dtype=torch.float64)
         entry = {"n": n, "epsilon": eps, "regularization": reg, "theta": theta.tolist(), "cotangent": cotangent.tolist()}
-        for name, op in (("rank", lambda t: torchsort.soft_rank(-t, reg, eps)),
-                         ("sort", lambda t: -torchsort.soft_sort(-t, reg, eps))):
+        for name, op in (("rank", lambda t, reg=reg, eps=eps: torchsort.soft_rank(-t, reg, eps)),
+                         ("sort", lambda t, reg=reg, eps=eps: -torchsort.soft_sort(-t, reg, eps))):
             x = theta.clone().requires_grad_(True)
             out = op(x)
             (out * cotangent).sum().backward()

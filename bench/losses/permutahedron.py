@@ -71,7 +71,7 @@ REGULARIZATIONS = ("l2", "kl")
 
 
 @njit
-def _pav_blocks(first: np.ndarray, second: np.ndarray, lengths: np.ndarray, kl: bool) -> np.ndarray:  # pragma: no cover - compiled
+def _pav_blocks(first: np.ndarray, second: np.ndarray, lengths: np.ndarray, kl: bool) -> np.ndarray:
     """Block id (the block's first position) of each position of the decreasing isotonic fit.
 
     L2 fits ``first`` (``second`` unused): a block's value is the mean of ``first`` over it.
@@ -200,7 +200,7 @@ def soft_rank(scores: Tensor, mask: Tensor, *, epsilon: float = 1.0, regularizat
     [[1.5, 3.5, 2.25, 2.75]]
     """
     _check(scores, mask, epsilon, regularization)
-    shape, width = scores.shape, scores.shape[-1]
+    shape = scores.shape
     theta, m = _rows(scores), _rows(mask)
     s, order, ok = _descending(-theta / epsilon, m)
     rho = _rho(ok, s.dtype)
@@ -227,7 +227,7 @@ def soft_sort(scores: Tensor, mask: Tensor, *, epsilon: float = 1.0, regularizat
     [1.8333, 1.3333, 0.8333, 0.0]
     """
     _check(scores, mask, epsilon, regularization)
-    shape, width = scores.shape, scores.shape[-1]
+    shape = scores.shape
     theta, m = _rows(scores), _rows(mask)
     w, _, ok = _descending(theta, m)
     z = _rho(ok, w.dtype) / epsilon

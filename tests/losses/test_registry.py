@@ -167,3 +167,12 @@ def test_runtime_registration(monkeypatch):
     assert losses.get("listnet_alias") is listnet
     with pytest.raises(ValueError, match="built-in"):
         losses.register("ranknet", listnet)
+
+
+def test_every_registered_loss_states_a_cost_the_scaling_figure_reads():
+    """bench.losses.complexity has one entry per registered loss, each a form the figure's rule reads."""
+    from bench.losses.complexity import STATED_COMPLEXITY
+    from bench.report.figures import COMPLEXITY_FORMS
+
+    assert set(STATED_COMPLEXITY) == set(losses.names())
+    assert set(STATED_COMPLEXITY.values()) <= set(COMPLEXITY_FORMS)

@@ -5,7 +5,7 @@ depths are constants).
 The forms are those :func:`bench.report.figures.stated_slope` reads (``n``, ``n log n``,
 ``n log^2 n``, ``n^2``, ``n^3``); ``ltr-bench perf scaling`` compares each curve's measured
 log-log slope with the slope the stated form has over the measured list sizes
-(``docs/performance.md``, "Scaling"). ``tests/losses/test_registry.py`` checks that every
+(``docs/performance.md``, "Measured exponents against stated costs"). ``tests/losses/test_registry.py`` checks that every
 registered loss has an entry here and that each entry parses. Why each form, briefly:
 
 * ``n``: one pass over the list (softmax, ListNet, RMSE);

@@ -82,18 +82,16 @@ SIGMOIDS: dict[str, Callable[[Tensor], Tensor]] = {
 }
 
 
-@functools.cache
-def _odd_even(width: int) -> tuple[tuple[Tensor, Tensor], ...]:
+def _odd_even(width: int) -> list[tuple[Tensor, Tensor]]:
     """``(top, bottom)`` wire indices of each layer of the odd-even network on ``width`` wires."""
     layers = []
     for layer in range(width):
         top = torch.arange(layer % 2, width - 1, 2)
         layers.append((top, top + 1))
-    return tuple(layers)
+    return layers
 
 
-@functools.cache
-def _bitonic(levels: int) -> tuple[tuple[Tensor, Tensor], ...]:
+def _bitonic(levels: int) -> list[tuple[Tensor, Tensor]]:
     """``(top, bottom)`` wire indices of each layer of the bitonic network on ``2**levels`` wires."""
     wires = torch.arange(2**levels)
     layers = []
@@ -104,7 +102,53 @@ def _bitonic(levels: int) -> tuple[tuple[Tensor, Tensor], ...]:
             high = low + gap
             upward = ((low >> (stage + 1)) & 1) == 0  # blocks alternate direction within a stage
             layers.append((torch.where(upward, low, high), torch.where(upward, high, low)))
-    return tuple(layers)
+    return layers
+
+
+@functools.cache
+def _plan(network: str, size: int, device: str) -> tuple[list[tuple[Tensor, int, Tensor, Tensor]], Tensor]:
+    """The network as gathers: per layer ``(read, k, first, last)``, and the final ``read``.
+
+    The state is kept in each layer's own wire order (its ``k`` top wires, then its ``k`` bottom
+    wires, then the idle ones), so a layer costs one gather: ``read`` takes the previous
+    layer's order to this one's. ``first``/``last`` are each comparator's smaller/larger wire
+    index (which lists it touches); the final ``read`` restores wire order. Cached per device.
+    """
+    layers = _odd_even(size) if network == "odd_even" else _bitonic(size)
+    width = size if network == "odd_even" else 2**size
+    where = torch.arange(width)  # where[w] = position of wire w in the current state
+    out = []
+    for top, bottom in layers:
+        busy = torch.zeros(width, dtype=torch.bool)
+        busy[top] = True
+        busy[bottom] = True
+        order = torch.cat([top, bottom, torch.nonzero(~busy).flatten()])
+        out.append((where[order].to(device), top.numel(), torch.minimum(top, bottom).to(device),
+                    torch.maximum(top, bottom).to(device)))
+        where = torch.empty_like(order).scatter_(0, order, torch.arange(width))
+    return out, where.to(device)
+
+
+def _run(state: Tensor, first_wire: Tensor, end_wire: Tensor, lengths: Tensor, network: str, size: int,
+         steepness: float, sigmoid: Callable[[Tensor], Tensor]) -> Tensor:
+    """Carry ``state [N, W, 1 + C]`` (channel 0: the wire values) through the network.
+
+    A list's items sit on wires ``first_wire <= w < end_wire``; a comparator touching any other
+    wire, and for ``odd_even`` any layer ``>= n``, is the identity (alpha = 1).
+    """
+    layers, final = _plan(network, size, str(state.device))
+    one = torch.ones((), dtype=state.dtype, device=state.device)
+    zero = torch.zeros((), dtype=state.dtype, device=state.device)
+    for depth, (read, k, first, last) in enumerate(layers):
+        moved = state.index_select(1, read)
+        hi, lo = moved[:, :k], moved[:, k : 2 * k]
+        active = (first[None, :] >= first_wire[:, None]) & (last[None, :] < end_wire[:, None])
+        if network == "odd_even":
+            active = active & (lengths > depth)[:, None]
+        diff = torch.where(active, hi[:, :, 0] - lo[:, :, 0], zero)
+        a = torch.where(active, sigmoid(steepness * diff), one)[:, :, None]
+        state = torch.cat([a * hi + (1 - a) * lo, (1 - a) * hi + a * lo, moved[:, 2 * k :]], dim=1)
+    return state.index_select(1, final) if layers else state
 
 
 NETWORKS = ("odd_even", "bitonic")
@@ -116,24 +160,6 @@ def _check(network: str, sigmoid: str, steepness: float) -> None:
     if sigmoid not in SIGMOIDS:
         raise ValueError(f"sigmoid must be one of {', '.join(SIGMOIDS)}, got {sigmoid!r}")
     check_positive(steepness, "steepness")
-
-
-def _run(x: Tensor, carried: Tensor, on_wire: Tensor, lengths: Tensor, layers, steepness: float,
-         sigmoid: Callable[[Tensor], Tensor], per_list_depth: bool) -> Tensor:
-    """Carry ``carried [N, W, C]`` through ``layers`` driven by the wire values ``x [N, W]``."""
-    for depth, (top, bottom) in enumerate(layers):
-        top, bottom = top.to(x.device), bottom.to(x.device)
-        active = on_wire[:, top] & on_wire[:, bottom]
-        if per_list_depth:
-            active = active & (lengths > depth)[:, None]
-        diff = torch.where(active, x[:, top] - x[:, bottom], torch.zeros((), dtype=x.dtype, device=x.device))
-        alpha = torch.where(active, sigmoid(steepness * diff), torch.ones((), dtype=x.dtype, device=x.device))
-        stacked = torch.cat([x[:, :, None], carried], dim=-1)  # the values travel with their rows
-        a = alpha[:, :, None]
-        hi, lo = stacked[:, top], stacked[:, bottom]
-        stacked = stacked.index_copy(1, top, a * hi + (1 - a) * lo).index_copy(1, bottom, (1 - a) * hi + a * lo)
-        x, carried = stacked[:, :, 0], stacked[:, :, 1:]
-    return carried
 
 
 def network_sort(scores: Tensor, mask: Tensor, values: Tensor, *, network: str = "bitonic", sigmoid: str = "cauchy",
@@ -162,10 +188,10 @@ def network_sort(scores: Tensor, mask: Tensor, values: Tensor, *, network: str =
     x = torch.where(mask, scores, zero).gather(1, order)
     carried = torch.where(mask[:, :, None], values, torch.zeros((), dtype=values.dtype, device=values.device))
     carried = carried.gather(1, order[:, :, None].expand(-1, -1, values.shape[2]))
-    real = mask.gather(1, order)
     fn = SIGMOIDS[sigmoid]
-    if network == "odd_even":
-        out = _run(x, carried, real, lengths, _odd_even(width), steepness, fn, per_list_depth=True)
+    if network == "odd_even":  # every list on the first n of `width` wires
+        state = torch.cat([x[:, :, None], carried], dim=-1)
+        out = _run(state, torch.zeros_like(lengths), lengths, lengths, network, width, steepness, fn)[:, :, 1:]
     else:
         levels = torch.ceil(torch.log2(lengths.clamp(min=1).to(torch.float64))).to(torch.long)
         out = torch.zeros_like(carried)
@@ -179,7 +205,8 @@ def network_sort(scores: Tensor, mask: Tensor, values: Tensor, *, network: str =
             xw = torch.where(on_wire, x[rows].gather(1, idx), zero)
             cw = carried[rows].gather(1, idx[:, :, None].expand(-1, -1, carried.shape[2]))
             cw = torch.where(on_wire[:, :, None], cw, torch.zeros((), dtype=cw.dtype, device=cw.device))
-            res = _run(xw, cw, on_wire, lengths[rows], _bitonic(level), steepness, fn, per_list_depth=False)
+            state = torch.cat([xw[:, :, None], cw], dim=-1)
+            res = _run(state, shift, shift + lengths[rows], lengths[rows], network, level, steepness, fn)[:, :, 1:]
             back = (torch.arange(width, device=scores.device)[None, :] + shift[:, None]).clamp(max=wires - 1)
             res = res.gather(1, back[:, :, None].expand(-1, -1, res.shape[2]))  # rank r <- wire r + shift
             out = out.index_copy(0, rows, res)

@@ -45,7 +45,7 @@ Slopes: least squares of :math:`\log t` on :math:`\log L` per curve
 (:func:`bench.report.figures.loglog_slope`, the figure's own legend fit).
 
 Stated complexity (issue 35): after its timed steps at each ``L`` every curve's loss is timed
-alone (forward + backward on its model's scores, median of ``max(3, n)`` calls; CSV
+alone (forward + backward on its model's scores, median of :data:`LOSS_ALONE_CALLS` calls; CSV
 ``loss_seconds``), and the slope of those times is compared with the slope its stated cost
 (:mod:`bench.losses.complexity`; CSV ``stated``) has over the same ``L``
 (:func:`bench.report.figures.stated_slope`), by the rule of
@@ -97,6 +97,7 @@ PIRANK = "pirank_ndcg"
 ROUNDS = 5
 BASELINE = ("listnet", "default")  # O(L) loss: its training step is the MLP's cost
 # the cost our PiRank variants state at k = 1 (the other curves': bench.losses.complexity)
+LOSS_ALONE_CALLS = 3  # timed calls of each loss alone per L (median): a slope per curve, not a benchmark
 PIRANK_STATED = {"depth1": "n log n", "depth3": "n log n", "depth1-fullmatrix": "n^2"}
 
 
@@ -278,7 +279,7 @@ def measure_length(curves: list[Curve], batches, args, device: torch.device) -> 
                 del runs[idx]
     for idx, run in list(runs.items()):
         try:
-            alone = run.loss_only(max(3, run.n))
+            alone = run.loss_only(max(1, min(LOSS_ALONE_CALLS, run.n)))
         except Exception as exc:
             out[idx] = exc
             continue
@@ -451,7 +452,7 @@ def _render(args, device, curves, slopes, targets, load: str, wall: float) -> st
                   "verdict"], stated_rows),
         "",
         f"Each curve's loss is also timed alone (forward + backward on its model's scores of one batch, median of "
-        f"max(3, n) calls after the steps), free of the MLP and Adam cost that dilutes the whole-step slopes. The "
+        f"{LOSS_ALONE_CALLS} calls after the steps, fewer if the step budget n is smaller), free of the MLP and Adam cost that dilutes the whole-step slopes. The "
         f"expected slope is the least-squares log-log slope of the stated form itself over the measured L (so "
         f"n log n is about 1.2, not 1). The rule: `matches` when the measured slope is within "
         f"{SLOPE_TOLERANCE:g} of the expected one (half the gap between n and n^1.5: it tells n^2 from n log n, "

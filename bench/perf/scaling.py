@@ -45,7 +45,8 @@ Slopes: least squares of :math:`\log t` on :math:`\log L` per curve
 (:func:`bench.report.figures.loglog_slope`, the figure's own legend fit).
 
 Stated complexity (issue 35): after its timed steps at each ``L`` every curve's loss is timed
-alone (forward + backward on its model's scores, median of :data:`LOSS_ALONE_CALLS` calls; CSV
+alone (forward + backward on its model's scores, the least of 5 to 50 calls filling about
+:data:`LOSS_ALONE_SECONDS`; CSV
 ``loss_seconds``), and the slope of those times is compared with the slope its stated cost
 (:mod:`bench.losses.complexity`; CSV ``stated``) has over the same ``L``
 (:func:`bench.report.figures.stated_slope`), by the rule of
@@ -97,7 +98,10 @@ PIRANK = "pirank_ndcg"
 ROUNDS = 5
 BASELINE = ("listnet", "default")  # O(L) loss: its training step is the MLP's cost
 # the cost our PiRank variants state at k = 1 (the other curves': bench.losses.complexity)
-LOSS_ALONE_CALLS = 3  # timed calls of each loss alone per L (median): a slope per curve, not a benchmark
+# the loss alone per (curve, L): about LOSS_ALONE_SECONDS of calls, at least and at most LOSS_ALONE_CALLS; the
+# minimum is kept (on a shared machine other processes only add time; a 1 ms call needs many tries)
+LOSS_ALONE_SECONDS = 0.5
+LOSS_ALONE_CALLS = (5, 50)
 PIRANK_STATED = {"depth1": "n log n", "depth3": "n log n", "depth1-fullmatrix": "n^2"}
 
 
@@ -225,24 +229,28 @@ class _Run:
         if peak is not None:
             self.peak = peak if self.peak is None else max(self.peak, peak)
 
-    def loss_only(self, count: int) -> float:
-        """Median forward + backward time of the loss alone on this model's scores of batch 0.
+    def loss_only(self) -> float:
+        """Least forward + backward time of the loss alone on this model's scores of batch 0.
 
         The loss's own cost, free of the MLP and optimiser every curve shares: the slope the
-        stated complexity is checked against.
+        stated complexity is checked against. The first call sizes the number of calls.
         """
         X, y, mask = self.batches
         with torch.no_grad():
             scores = self.model(X[0], mask)
-        times = []
-        for _ in range(count):
+
+        def once() -> float:
             s = scores.detach().clone().requires_grad_(True)
             sync(self.device)
             t0 = time.perf_counter()
             self.curve.fn(s, y[0], mask).backward()
             sync(self.device)
-            times.append(time.perf_counter() - t0)
-        return statistics.median(times)
+            return time.perf_counter() - t0
+
+        first = once()
+        low, high = LOSS_ALONE_CALLS
+        count = min(high, max(low, int(LOSS_ALONE_SECONDS / max(first, 1e-9))))
+        return min([first] + [once() for _ in range(count - 1)])
 
 
 def measure_length(curves: list[Curve], batches, args, device: torch.device) -> list[dict | Exception]:
@@ -279,7 +287,7 @@ def measure_length(curves: list[Curve], batches, args, device: torch.device) -> 
                 del runs[idx]
     for idx, run in list(runs.items()):
         try:
-            alone = run.loss_only(max(1, min(LOSS_ALONE_CALLS, run.n)))
+            alone = run.loss_only()
         except Exception as exc:
             out[idx] = exc
             continue
@@ -451,8 +459,9 @@ def _render(args, device, curves, slopes, targets, load: str, wall: float) -> st
         md_table(["loss", "variant", "stated cost per list", "expected slope over these L", "loss-alone time slope",
                   "verdict"], stated_rows),
         "",
-        f"Each curve's loss is also timed alone (forward + backward on its model's scores of one batch, median of "
-        f"{LOSS_ALONE_CALLS} calls after the steps, fewer if the step budget n is smaller), free of the MLP and Adam cost that dilutes the whole-step slopes. The "
+        f"Each curve's loss is also timed alone (forward + backward on its model's scores of one batch after the "
+        f"steps; the least of {LOSS_ALONE_CALLS[0]} to {LOSS_ALONE_CALLS[1]} calls filling about "
+        f"{LOSS_ALONE_SECONDS:g} s), free of the MLP and Adam cost that dilutes the whole-step slopes. The "
         f"expected slope is the least-squares log-log slope of the stated form itself over the measured L (so "
         f"n log n is about 1.2, not 1). The rule: `matches` when the measured slope is within "
         f"{SLOPE_TOLERANCE:g} of the expected one (half the gap between n and n^1.5: it tells n^2 from n log n, "

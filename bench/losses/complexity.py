@@ -6,8 +6,9 @@ The forms are those :func:`bench.report.figures.stated_slope` reads (``n``, ``n 
 ``n log^2 n``, ``n^2``, ``n^3``); ``ltr-bench perf scaling`` compares each curve's measured
 log-log slope with the slope the stated form has over the measured list sizes
 (``docs/performance.md``, "Measured exponents against stated costs").
-``tests/losses/test_registry.py`` checks that every built-in loss (``registry.BUILTIN``) has an entry here and that each entry parses; a plug-in or
-user loss without one is timed, its verdict "no stated cost". Why each form, briefly:
+``tests/losses/test_registry.py`` checks that every built-in loss (``registry.BUILTIN``) has an
+entry here and that each entry parses; a plug-in or user loss without one is timed, its verdict
+"no stated cost". Why each form, briefly:
 
 * ``n``: one pass over the list (softmax, ListNet, RMSE);
 * ``n log n``: a sort dominates (ListMLE's label order; PiRank at depth 1 and ARF-relax, whose

@@ -12,8 +12,8 @@ import textwrap
 import pytest
 
 from bench import losses
-from bench.losses.complexity import stated_complexity
 from bench.cli import main
+from bench.losses.complexity import stated_complexity
 from bench.perf import losses as perf
 from bench.perf import reference as perf_reference
 from bench.perf.suites import SUITES

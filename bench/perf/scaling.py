@@ -45,7 +45,7 @@ Slopes: least squares of :math:`\log t` on :math:`\log L` per curve
 (:func:`bench.report.figures.loglog_slope`, the figure's own legend fit).
 
 Stated complexity (issue 35): after its timed steps at each ``L`` every curve's loss is timed
-alone (forward + backward on its model's scores, the least of 5 to 50 calls filling about
+alone (forward + backward on its model's scores, the least of 3 to 50 calls filling about
 :data:`LOSS_ALONE_SECONDS`; CSV
 ``loss_seconds``), and the slope of those times is compared with the slope its stated cost
 (:mod:`bench.losses.complexity`; CSV ``stated``) has over the same ``L``
@@ -100,8 +100,8 @@ BASELINE = ("listnet", "default")  # O(L) loss: its training step is the MLP's c
 # the cost our PiRank variants state at k = 1 (the other curves': bench.losses.complexity)
 # the loss alone per (curve, L): about LOSS_ALONE_SECONDS of calls, at least and at most LOSS_ALONE_CALLS; the
 # minimum is kept (on a shared machine other processes only add time; a 1 ms call needs many tries)
-LOSS_ALONE_SECONDS = 0.5
-LOSS_ALONE_CALLS = (5, 50)
+LOSS_ALONE_SECONDS = 0.25
+LOSS_ALONE_CALLS = (3, 50)
 PIRANK_STATED = {"depth1": "n log n", "depth3": "n log n", "depth1-fullmatrix": "n^2"}
 
 

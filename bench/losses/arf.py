@@ -45,7 +45,7 @@ import torch
 from torch import Tensor, nn
 
 from bench.losses._common import check_inputs, check_k, check_positive, masked_mean_over_lists
-from bench.losses.neuralsort import neuralsort, neuralsort_parts
+from bench.losses.neuralsort import neuralsort, neuralsort_parts, outer_logits
 from bench.losses.relaxations import sort_logits
 
 
@@ -78,7 +78,7 @@ def _arf_terms(scores: Tensor, labels: Tensor, mask: Tensor, m: int, k: int, tau
     # log P_s[i, j] = z_ij - LSE_j z_ij with z_ij = coef_i s_j + bias_j (one logit matrix).
     if relaxation == "neuralsort":  # factored logits: L_global below needs no second logit matrix
         coef, s, bias, row_valid, _ = neuralsort_parts(scores, mask, tau, rows_s)
-        z = torch.baddbmm(bias[:, None, :], coef[:, :, None], s[:, None, :])
+        z = outer_logits(coef, s, bias)
     else:
         z, row_valid, _ = logits(scores, mask, tau, rows_s)
     lse = torch.logsumexp(z, dim=-1)  # [B, rows_s]

@@ -455,5 +455,6 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, default=Path("reports/perf/train.md"))
 
 
-__all__ = ["Case", "add_train_arguments", "gpu_epoch_targets", "bench_gbdt", "cpu_flags_line", "kind_fold", "loss_difference", "make_fit",
+__all__ = ["Case", "add_train_arguments", "bench_gbdt", "cpu_flags_line", "gpu_epoch_targets", "kind_fold",
+           "loss_difference", "make_fit",
            "measure", "mslr_like_split", "report_train", "run_config"]

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from losses.test_contract import call, lists, make  # tests/losses: the CPU contract's inputs
 
 from bench.losses import info, names
-from losses.test_contract import call, lists, make
 
 CUDA = torch.device("cuda")
 SHORT = ([40, 25, 33, 7], 40)

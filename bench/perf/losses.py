@@ -40,6 +40,7 @@ import torch
 from bench import losses
 from bench.atomic import write_text
 from bench.errors import UsageError
+from bench.losses.complexity import stated_complexity
 from bench.perf import reference
 from bench.perf.common import (
     PeakMemory,
@@ -177,7 +178,8 @@ def report_losses(args: argparse.Namespace) -> SuiteResult:
                 continue
             ref = reference.REFERENCES.get(name)
             if ref is None:
-                row += ["none (O(n) loss)", "", "", "", "", ""]
+                stated = stated_complexity(name)
+                row += [f"none (O({stated}) loss)" if stated else "none", "", "", "", "", ""]
             else:
                 fn, kind, label = ref
                 b = reference_lists(name, kind, length, args.batch, itemsize, args.ref_budget_mib, args.pair_budget)

@@ -29,15 +29,18 @@ from typing import Any
 import jsonschema
 import yaml
 
-from bench.choices import DATASET_CONVENTION
-from bench.config import heatmap, kinds, schema
+from bench.choices import DATASET_CONVENTION, STABLE_TIES_CONVENTIONS
+from bench.config import heatmap, kinds, schema, selection
 from bench.config.plan import (
     compare_method_name,
     dataset_convention,
     merged_model,
     method_kind,
     resolve_role,
+    selection_point_spec,
     table_datasets,
+    table_methods,
+    table_selects,
 )
 from bench.config.run import check_choice, resolve_model
 from bench.config.schema import ROOT, SCHEMA_PATH, StudyValidator, _key, deepest_error, describe, load_schema  # noqa: F401
@@ -232,6 +235,18 @@ def check_choices(config: dict[str, Any]) -> None:
     for name, spec in config["datasets"].items():
         if "convention" in spec:
             check_choice(spec["convention"], f"datasets.{name}.convention")
+    for section, name, spec in _evaluation_specs(config):
+        if "convention" in spec:
+            check_choice(spec["convention"], f"{section}.{name}.convention")
+
+
+def _evaluation_specs(config: dict[str, Any]):
+    """``(section, name, spec)`` of every table and figure that may name its own ``convention``."""
+    for name, spec in (config.get("tables") or {}).items():
+        yield "tables", name, spec
+    heatmap_spec = (config.get("figures") or {}).get(heatmap.FIGURE)
+    if heatmap_spec:
+        yield "figures", heatmap.FIGURE, heatmap_spec
 
 
 def check_sinkprop_protocol(config: dict[str, Any], protocol: str) -> None:
@@ -277,14 +292,17 @@ def check_paper_choices(config: dict[str, Any]) -> None:
 
 def check_conventions(config: dict[str, Any]) -> None:
     """A LETOR evaluation convention keeps score ties in file order: ``evaluation.ties`` must be
-    ``stable`` when any dataset is graded by one."""
+    ``stable`` when any dataset is graded by one, in its runs or in a table's evaluation."""
     if config.get("evaluation", {}).get("ties", "stable") == "stable":
         return
-    for name in config["datasets"]:
-        convention = dataset_convention(config, name)
-        if convention != "default":
+    graded = [(f"dataset '{name}'", dataset_convention(config, name)) for name in config["datasets"]]
+    if config.get("evaluation", {}).get("convention", DATASET_CONVENTION) == DATASET_CONVENTION:
+        graded += [(f"{section}.{name}", spec["convention"]) for section, name, spec in _evaluation_specs(config)
+                   if spec.get("convention")]
+    for what, convention in graded:
+        if convention in STABLE_TIES_CONVENTIONS:
             raise ConfigError(
-                f"config key 'evaluation.ties': dataset '{name}' is graded by convention '{convention}', which "
+                f"config key 'evaluation.ties': {what} is graded by convention '{convention}', which "
                 "keeps score ties in file order; set ties: stable (or evaluation.convention: default)"
             )
 
@@ -304,6 +322,45 @@ def check_recall_heatmap(config: dict[str, Any]) -> None:
     for i, name in enumerate(spec["methods"]):
         _require(config["methods"], name, f"{where}.methods.{i}", "method")
     heatmap.check_methods(config["methods"], spec, where)
+
+
+def check_selections(config: dict[str, Any]) -> None:
+    """Each table's ``select``: its methods are the table's (neural or GBDT, not trained by a
+    protocol section), its grids make sense (:func:`bench.config.selection.check_grid`), a grid
+    that sets ``model`` keys gives a valid model, the paper's choices name the table's dataset
+    roles and grid keys, and a point's name is neither a catalogue method's nor another
+    table's point with other settings."""
+    named: dict[str, tuple[dict[str, Any], str]] = {}
+    for table, spec in config.get("tables", {}).items():
+        where = f"tables.{table}.select"
+        protocol = config["protocols"][spec["protocol"]]
+        sectioned = {m for key in kinds.protocol_kinds() for m in (protocol.get(key) or {}).get("methods", [])}
+        for name, select in table_selects(config, table).items():
+            at = f"{where}.{name}"
+            _require(table_methods(config, table), name, at, "method of the table")
+            if name in sectioned:
+                raise ConfigError(f"config key '{at}': '{name}' is trained by the protocol's own section "
+                                  f"({', '.join(k for k in kinds.protocol_kinds() if protocol.get(k))}); "
+                                  "it cannot be selected on a grid")
+            entry = config["methods"][name]
+            points = selection.check_grid(name, entry, method_kind(entry), select, at)
+            roles = [] if spec["datasets"] == "all" else spec["datasets"]
+            for role, values in (select.get("paper") or {}).items():
+                _require(roles, role, f"{at}.paper", "dataset role of the table")
+                for key in values:
+                    _require(select["grid"], key, f"{at}.paper.{role}", "grid key")
+            for point in points:
+                point_entry = selection_point_spec(config, table, point)
+                if "model" in point_entry:
+                    check_model(merged_model(protocol["model"], point_entry["model"]), f"{at}.grid")
+                if point.name in config["methods"]:
+                    raise ConfigError(f"config key '{at}': its grid point '{point.name}' has the name of a method "
+                                      "of the catalogue; rename that method")
+                earlier = named.setdefault(point.name, (point_entry, at))
+                if earlier[0] != point_entry:
+                    raise ConfigError(f"config key '{at}': its grid point '{point.name}' is also a point of "
+                                      f"'{earlier[1]}' with other settings (its selection metric); give one of "
+                                      "them the other's metric")
 
 
 def check_references(config: dict[str, Any]) -> None:
@@ -346,6 +403,7 @@ def check_references(config: dict[str, Any]) -> None:
         for i, name in enumerate(spec["methods"]):
             _require(methods, name, f"{where}.methods.{i}", "method")
     check_recall_heatmap(config)
+    check_selections(config)
     lsf = config.get("figures", {}).get("listsize_figure")
     if lsf and lsf.get("enabled", True):
         _require(config.get("tables", {}), lsf["table"], "figures.listsize_figure.table", "table")

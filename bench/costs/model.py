@@ -280,7 +280,7 @@ def _evaluate_spec(ctx: Context, job: Job, shape: FoldShape) -> dict[str, Any]:
     w = job.wildcards
     ev = plan.evaluation(ctx.config, w["name"], w["dataset"])
     return {"n_runs": len(ev.methods) * len(ev.seeds), "metrics": list(ev.metrics), "list_sizes": list(ev.list_sizes),
-            "convention": plan.dataset_convention(ctx.config, w["dataset"])}
+            "convention": plan.evaluation_convention(ctx.config, w["name"], w["dataset"])}
 
 
 def _prepare_spec(ctx: Context, job: Job, shape: FoldShape) -> dict[str, Any]:
@@ -343,6 +343,8 @@ COST_MODELS: dict[str, Callable[[Context, Job], Projection]] = {
     **dict.fromkeys(("table", "figure", "freeze_dataset", "check_frozen", "compare_table", "loss_curves"), process),
     # issue 26: tables from prepared folds' labels, runs' records or a six-document toy list
     **dict.fromkeys(("computed_table", "toy_sort"), process),
+    # issue 32: the choice of a grid point (reads run.json records) and the selection table
+    **dict.fromkeys(("select", "selection_table"), process),
 }
 
 

@@ -91,7 +91,9 @@ def test_recall_freeze_and_compare_evaluations(cfg):
 
 def test_targets_list_every_enabled_table_and_figure_and_refuse_disabled_ones(cfg):
     outputs = plan.report_inputs(cfg)
-    assert len(outputs) == 3 * (len(plan.TABLES) + len(plan.COMPUTED_TABLES)) + 2 * len(plan.FIGURES) + 1
+    # + ARF Table 2's selection table (its ARF row is selected on a 2x2 grid)
+    assert len(outputs) == 3 * (len(plan.TABLES) + len(plan.COMPUTED_TABLES) + 1) + 2 * len(plan.FIGURES) + 1
+    assert "reports/tables/arf_table2_selection.md" in outputs
     assert outputs[-1] == plan.COVERAGE and "reports/tables/neuralndcg_table2.md" in outputs
     assert plan.table_outputs(cfg, "unified_table") == [f"reports/tables/unified_table.{f}" for f in ("md", "tex", "html")]
     off = cv.load_config(overrides={"tables": {"arf_table2": {"enabled": False}}})
@@ -108,8 +110,10 @@ def test_method_names_split_the_runs_by_rule_and_kind(cfg):
     assert plan.method_names(cfg, kind="sinkprop_protocol") == []  # a protocol's choice, not a method's
     assert gbdt and train and linear == ["linear_regression"]
     assert not set(gbdt) & set(train) and not set(linear) & (set(gbdt) | set(train))
-    # the catalogue, and the recall heatmap's models per (m, k) (neural, trained by `train`)
-    assert set(gbdt) | set(train) | set(linear) == set(cfg["methods"]) | set(plan.heatmap_methods(cfg))
+    # the catalogue, the recall heatmap's models per (m, k) and the grid points of ARF Table 2's
+    # selection (neural, trained by `train`)
+    assert set(gbdt) | set(train) | set(linear) == (set(cfg["methods"]) | set(plan.heatmap_methods(cfg))
+                                                    | set(plan.selection_methods(cfg)))
     assert gbdt == sorted(gbdt)
     assert all("gbdt" in cfg["methods"][m] for m in gbdt)
     with pytest.raises(ValueError, match="kind must be one of"):
@@ -217,6 +221,55 @@ def test_convention_config_global_and_per_dataset():
         cv.load_config(paper, overrides={"evaluation": {"ties": "expected"}})
 
 
+# the paper's evaluation tool of each table (issue 32): the papers' own code graded with these
+PAPER_TOOLS = {"pirank_table1": "tfranking", "listsize_table3": "tfranking", "arf_table2": "tfranking",
+               "arf_table6": "tfranking", "arf_table7": "tfranking", "arf_table8": "tfranking",
+               "neuralndcg_table3": "allrank"}
+
+
+@pytest.mark.parametrize("profile", ["default.yaml", "paper.yaml"])
+def test_each_papers_table_is_graded_by_its_papers_tool(profile):
+    """PiRank's and ARF's tables under TF-Ranking's metrics, NeuralNDCG's under allRank's, in the
+    evaluate arguments, the table spec and the caption; SinkProp's LETOR table keeps the LETOR
+    scripts and the unified table the suite's default; runs (early stopping) keep the dataset's."""
+    from bench.report.tables import caption
+
+    cfg = cv.load_config(ROOT / "config" / profile)
+    tool_names = {"tfranking": "Graded as TF-Ranking grades", "allrank": "Graded as allRank grades"}
+    for table, tool in PAPER_TOOLS.items():
+        spec = plan.table_spec(cfg, table)
+        assert set(spec["conventions"].values()) == {tool}, table
+        for ds in plan.table_datasets(cfg, table):
+            args = plan.evaluate_args(cfg, table, ds)
+            assert args[args.index("--convention") + 1] == tool, (table, ds)
+        text = caption(spec, has_paper=False)
+        assert tool_names[tool] in text and f"convention {tool}" in text, table
+    unified = plan.table_spec(cfg, "unified_table")["conventions"]
+    assert unified == {ds: plan.dataset_convention(cfg, ds) for ds in plan.table_datasets(cfg, "unified_table")}
+    letor = set(plan.table_spec(cfg, "sinkprop_letor")["conventions"].values())
+    assert letor == ({"default"} if profile == "default.yaml" else {"letor3", "letor4"})
+    heatmap_ds = plan.table_datasets(cfg, "arf_table2")[0]
+    assert plan.evaluation_convention(cfg, "recall_heatmap", heatmap_ds) == "tfranking"
+    assert plan.evaluation_convention(cfg, "freeze", heatmap_ds) == "default"
+    mslr = plan.table_datasets(cfg, "pirank_table1")[0]
+    assert "convention" not in plan.run_config(cfg, "pirank", mslr, "ranknet")["metrics"]
+
+
+def test_a_tables_convention_is_validated_and_yields_to_a_forced_one():
+    with pytest.raises(ConfigError, match=r"tables.pirank_table1.convention.*tfranking.*got 'tf-ranking'"):
+        cv.load_config(overrides={"tables": {"pirank_table1": {"convention": "tf-ranking"}}})
+    with pytest.raises(ConfigError, match=r"figures.recall_heatmap.convention"):
+        cv.load_config(overrides={"figures": {"recall_heatmap": {"convention": "trec"}}})
+    with pytest.raises(ConfigError, match=r"evaluation.ties.*tables.unified_table.*letor3"):
+        cv.load_config(overrides={"tables": {"unified_table": {"convention": "letor3"}},
+                                  "evaluation": {"ties": "expected"}})
+    # a tool's convention fixes its own tie rule: any evaluation.ties goes
+    expected = cv.load_config(overrides={"evaluation": {"ties": "expected"}})
+    assert plan.evaluation_convention(expected, "pirank_table1", "syn-web") == "tfranking"
+    forced = cv.load_config(overrides={"evaluation": {"convention": "default"}})
+    assert {plan.evaluation_convention(forced, t, "syn-web") for t in PAPER_TOOLS} == {"default"}
+
+
 def test_neuralndcg_batch_is_64_on_web30k_and_110_on_istella_in_the_resolved_job_config():
     """NeuralNDCG Sec. 5.3: "The batch size was set to 64 (Web30K) or 110 (Istella)"; the job's
     JSON (what ``ltr-bench train --config`` reads) and the settings the trainer resolves from it."""
@@ -241,11 +294,15 @@ def test_computed_tables_read_every_prepared_fold_the_runs_records_or_the_toy_ta
     assert plan.computed_table_inputs(cfg, "neuralndcg_table2") == [
         "results/prepared/syn-web/Fold1", "results/prepared/syn-letor/Fold1", "results/prepared/syn-letor/Fold2"]
     files = plan.computed_table_inputs(cfg, "arf_table9")
-    n_runs = len(plan.table_methods(cfg, "arf_table2")) * len(plan.table_seeds(cfg, "arf_table2"))
-    assert len(files) == 2 * n_runs and files[0] == "results/runs/arf/syn-web/Fold1/softmax_pointwise/seed0/run.json"
+    # ARF's row is selected on a 2x2 grid: the runs of its four points, and the selection record
+    n_runs = (len(plan.table_methods(cfg, "arf_table2")) - 1 + 4) * len(plan.table_seeds(cfg, "arf_table2"))
+    assert len(files) == 2 * n_runs + 1 and files[0] == "results/runs/arf/syn-web/Fold1/softmax_pointwise/seed0/run.json"
+    assert files[-1] == "results/selection/arf_table2/syn-web/Fold1.json"
     paper = cv.load_config(ROOT / "config" / "paper.yaml")
     spec = plan.computed_table_spec(paper, "arf_table9")
-    assert (spec["dataset"], spec["role"], len(spec["runs"])) == ("istella-arf", "istella", 10 * 3)
+    # ARF, L_Relax and NeuralSort: 27 points each (tau x lr), the chosen one's runs timed
+    assert (spec["dataset"], spec["role"], len(spec["runs"])) == ("istella-arf", "istella", (7 + 3 * 27) * 3)
+    assert spec["selection"] == ["results/selection/arf_table2/istella-arf/Fold1.json"]
     stats = plan.computed_table_spec(paper, "neuralndcg_table2")["datasets"]
     # the paper's statistics go beside NeuralNDCG's own datasets only (not the ARF-filtered copies)
     assert {d["name"]: d["role"] for d in stats if d["role"]} == {"mslr-web30k": "mslr-web30k", "istella": "istella"}

@@ -236,6 +236,9 @@ def run_config(config: dict[str, Any], experiment: str, dataset: str, method: st
     if "metrics" in protocol:
         metrics["names"] = list(protocol["metrics"])
     model, train = protocol_for_dataset(config, protocol_name, dataset)
+    curve = vali_curve_list_size(config, experiment, dataset, method)
+    if curve is not None:
+        train["vali_curve_list_size"] = curve
     out = {
         "experiment": experiment,
         "protocol_name": protocol_name,
@@ -251,6 +254,19 @@ def run_config(config: dict[str, Any], experiment: str, dataset: str, method: st
         if section is not None:
             out[key] = section
     return out
+
+
+def vali_curve_list_size(config: dict[str, Any], experiment: str, dataset: str, method: str) -> int | None:
+    """The validation list size whose curve a run records (``train.vali_curve_list_size``): the
+    temperature figure's ``vali_list_size`` for that figure's runs (its protocol, dataset and
+    methods; PiRank Fig. 5 plots the relaxed loss on validation lists of L = 100), else None, so
+    no other run's config, and no other run's output, changes."""
+    spec = config.get("figures", {}).get("temperature_figure")
+    if not spec or not spec.get("enabled", True) or experiment != spec["protocol"]:
+        return None
+    if dataset != resolve_role(config, spec["dataset"]) or method not in spec["methods"]:
+        return None
+    return int(spec["vali_list_size"])
 
 
 def protocol_section(config: dict[str, Any], protocol: str, method: str, key: str) -> dict[str, Any] | None:
@@ -574,7 +590,57 @@ def table_spec(config: dict[str, Any], table: str) -> dict[str, Any]:
         "paper": spec.get("paper"),
         "source": TABLE_SOURCES.get(table),
         "note": sinkprop_ranking_note(config, table),
+        "protocol": spec["protocol"],
+        "choices": table_choices(config, table),
     }
+
+
+def _shown(value: Any) -> str:
+    return "none" if value is None else str(value)
+
+
+def table_choices(config: dict[str, Any], table: str) -> list[dict[str, Any]]:
+    """The values a table's paper does not state or the suite sets otherwise, as the config marks
+    them (``choices`` of its protocol and of its datasets; :mod:`bench.config.paper_choices`), each
+    ``{scope, role, label, key, value, reason}`` with its configured value (a protocol key's values on
+    the table's datasets joined by " / " where they differ; a method key only for the table's own
+    methods). Only on the paper's own datasets: a table on stand-ins compares nothing with the paper."""
+    from bench.config.paper_choices import dataset_settings, expand_keys, protocol_settings
+
+    spec = config["tables"][table]
+    roles = table_roles(config, table)
+    if not roles:
+        return []
+    protocol = spec["protocol"]
+    methods = set(table_methods(config, table))
+    values: dict[str, list[str]] = {}
+    for dataset in roles:
+        model, train = protocol_for_dataset(config, protocol, dataset)
+        for key, value in protocol_settings(config, protocol, model, train).items():
+            values.setdefault(key, [])
+            if _shown(value) not in values[key]:
+                values[key].append(_shown(value))
+    out = []
+    for key, reason in expand_keys(config["protocols"][protocol].get("choices")).items():
+        if key.startswith("methods."):
+            name, _, path = key[len("methods."):].partition(".")
+            if name not in methods:
+                continue
+            node: Any = config["methods"][name]
+            for part in path.split(".") if path else []:
+                node = node.get(part) if isinstance(node, dict) else None
+            value = "default" if node is None else _shown(node)
+            label = config["methods"][name].get("label", name)
+        else:
+            value, label = " / ".join(values.get(key, ["?"])), ""
+        out.append({"scope": "protocol", "role": None, "label": label, "key": key, "value": value, "reason": reason})
+    for dataset, role in roles.items():
+        options = dataset_settings(config, dataset)
+        for key, reason in expand_keys(config["datasets"][dataset].get("choices")).items():
+            value = options.get(key, (config["datasets"][dataset].get("options") or {}).get(key[len("options."):]))
+            out.append({"scope": "dataset", "role": role, "label": config["datasets"][dataset].get("label", dataset),
+                        "key": key, "value": value, "reason": reason})
+    return out
 
 
 def sinkprop_ranking_note(config: dict[str, Any], table: str) -> str:
@@ -614,7 +680,8 @@ def figure_spec(config: dict[str, Any], figure: str) -> dict[str, Any]:
     if figure == "scaling_figure":
         return {"steps": spec["steps"], "batch_lists": spec["batch_lists"]}
     if figure == "temperature_figure":
-        return {"runs": figure_runs(config, "temperature_figure"), "metrics": spec.get("metrics") or ["ndcg@10"]}
+        return {"runs": figure_runs(config, "temperature_figure"), "metrics": spec.get("metrics") or ["ndcg@10"],
+                "vali_list_size": spec["vali_list_size"], "smoothing": spec["smoothing"]}
     if figure == "listsize_figure":
         table = config["tables"][spec["table"]]
         return {"dataset": table_datasets(config, spec["table"])[0], "l_train": table["l_train"],

@@ -263,6 +263,33 @@ def check_sinkprop_protocol(config: dict[str, Any], protocol: str) -> None:
     check_linear_scorer(config["protocols"][protocol]["model"], f"protocols.{protocol}.model")
 
 
+def check_paper_choices(config: dict[str, Any]) -> None:
+    """Each key of a protocol's or a dataset's ``choices`` names a setting of it: ``model.<key>`` of
+    the protocol's model type, ``train.<key>``, ``seeds``, ``<run-kind section>.<key>`` or
+    ``methods.<method>.<path>`` of a known method; ``options.<key>`` of the preparation options."""
+    from bench.config.paper_choices import expand_keys
+    from bench.data.prepare import DEFAULT_OPTIONS
+
+    train_keys = set(schema.defaults("train"))
+    for name, proto in config["protocols"].items():
+        model_keys = set(resolve_model(proto["model"], f"protocols.{name}.model"))
+        sections = {key: set(schema.defaults(key)) for key in kinds.protocol_kinds() if proto.get(key)}
+        for key in expand_keys(proto.get("choices")):
+            head, _, rest = key.partition(".")
+            ok = (key == "seeds" or (head == "model" and rest in model_keys) or (head == "train" and rest in train_keys)
+                  or (head in sections and rest in sections[head])
+                  or (head == "methods" and rest.partition(".")[0] in config["methods"]))
+            if not ok:
+                raise ConfigError(f"config key 'protocols.{name}.choices': {key!r} names no setting of the protocol "
+                                  "(model.<key>, train.<key>, seeds, <run-kind section>.<key> or methods.<method>.<path>)")
+    for name, ds in config["datasets"].items():
+        for key in expand_keys(ds.get("choices")):
+            head, _, rest = key.partition(".")
+            if head != "options" or rest not in DEFAULT_OPTIONS:
+                raise ConfigError(f"config key 'datasets.{name}.choices': {key!r} is not options.<key> of a "
+                                  f"preparation option ({', '.join(DEFAULT_OPTIONS)})")
+
+
 def check_conventions(config: dict[str, Any]) -> None:
     """A LETOR evaluation convention keeps score ties in file order: ``evaluation.ties`` must be
     ``stable`` when any dataset is graded by one, in its runs or in a table's evaluation."""
@@ -390,6 +417,7 @@ def check_references(config: dict[str, Any]) -> None:
             for i, role in enumerate(freeze["datasets"]):
                 _require(datasets, resolve_role(config, role), f"freeze.datasets.{i}", "dataset or role")
     check_conventions(config)
+    check_paper_choices(config)
     compare = config.get("compare", {})
     if compare.get("losses") and not freeze:
         raise ConfigError("config key 'compare.losses': comparing needs a 'freeze' section (the frozen protocol)")

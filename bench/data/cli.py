@@ -72,7 +72,7 @@ def _cmd_datasets(args) -> int:
     registry = _registry(args)
     rows = []
     for ds in registry.values():
-        how = "generated" if ds.synthetic else ("manual" if ds.manual or not ds.urls else "script")
+        how = "generated" if ds.synthetic else ("manual" if not ds.scripted else ("pip" if ds.pip else "script"))
         rows.append((ds.name, dataset_status(ds, args.raw_dir, args.prepared_dir, args.checksum_cache), how,
                      ds.archive or "-", ds.licence))
     widths = [max(len(r[i]) for r in rows + [("name", "status", "obtain", "archive", "")])

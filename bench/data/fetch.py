@@ -247,11 +247,14 @@ def fetch(ds: Dataset, raw_dir: str | os.PathLike = "resources/raw", *, url: str
     if digest is None:
         if not archive.exists():
             urls = (url,) if url else (() if ds.manual else ds.urls)
-            if not urls:
+            if not urls and ds.pip is not None and not ds.manual:
+                pip_download(ds, archive, log=log)
+            elif not urls:
                 if (extracted / MANIFEST).exists() or _has_files(extracted):
                     return extracted  # tree extracted by hand
                 raise ManualDownloadRequired(_manual_message(ds, archive))
-            _download_any(ds, urls, archive, retries=retries, progress=progress, log=log)
+            else:
+                _download_any(ds, urls, archive, retries=retries, progress=progress, log=log)
         else:
             log(f"verifying {archive} ...")
         digest = _verify_and_record(ds, archive, checksum_cache)
@@ -281,6 +284,43 @@ def _download_any(ds: Dataset, urls, archive: Path, *, retries: int, progress: b
         except DownloadError as exc:
             errors.append(str(exc))
     raise DownloadError("; ".join(errors) + "; " + _manual_message(ds, archive))
+
+
+def pip_download(ds: Dataset, archive: Path, *, log=print) -> Path:
+    """Put the source distribution of ``ds.pip`` (``"package==version"``) at ``archive``, with pip
+    from the package registry (then verified by :func:`fetch` like any download).
+
+    ``python -m pip download --no-deps --no-binary <package> <requirement> -d <temporary folder>``:
+    the source distribution itself, never a wheel, and nothing else. pip prepares the package's
+    metadata on the way; with setuptools installed it does so in this environment
+    (``--no-build-isolation``: no build dependency is downloaded), else in pip's isolated build
+    environment. The file is moved into place only when pip wrote exactly ``archive``'s name; any
+    failure is a :class:`DownloadError` with pip's last lines and where to put the file by hand.
+    """
+    import importlib.util
+    import subprocess
+    import tempfile
+
+    requirement = ds.pip or ""
+    package = requirement.split("==")[0].strip()
+    base = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", package, "--disable-pip-version-check"]
+    attempts = [[*base, "--no-build-isolation"]] if importlib.util.find_spec("setuptools") is not None else []
+    attempts.append(base)
+    with file_access(archive.parent, "create the folder"):
+        archive.parent.mkdir(parents=True, exist_ok=True)
+    tail = ""
+    for cmd in attempts:
+        with tempfile.TemporaryDirectory(dir=archive.parent, prefix=".pip-") as tmp:
+            log(f"pip download {requirement} (source distribution) -> {archive}")
+            proc = subprocess.run([*cmd, requirement, "-d", tmp], capture_output=True, text=True, check=False)
+            got = sorted(Path(tmp).iterdir())
+            if proc.returncode == 0 and [p.name for p in got] == [archive.name]:
+                with file_access(archive, "write"):
+                    os.replace(got[0], archive)
+                return archive
+            tail = " | ".join((proc.stdout + proc.stderr).strip().splitlines()[-3:]) or f"wrote {[p.name for p in got]}"
+    raise DownloadError(f"pip download {requirement} did not give {archive.name} ({tail}); download the source "
+                        f"distribution from {ds.homepage} and place it at {archive.resolve()}")
 
 
 def _verify_and_record(ds: Dataset, archive: Path, checksum_cache) -> str:

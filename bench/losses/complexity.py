@@ -43,6 +43,7 @@ STATED_COMPLEXITY: dict[str, str] = {
     "softrank_spearman": "n log n",
     "softsort_ndcg": "n log n",
     "diffsort_ndcg": "n log^2 n",  # bitonic (odd_even: n^2)
+    "softmax_pointwise": "n",  # one softmax over the C grades per item: O(n C), ARF Table 9's O(n l)
 }
 
 

@@ -115,7 +115,8 @@ def _cli_figure(args) -> int:
     if name == "scaling_figure":
         fig = F.scaling_figure(pd.read_csv(_one(inputs, name)), spec.get("steps"), spec.get("batch_lists"))
     elif name == "temperature_figure":
-        fig = F.temperature_figure(F.read_curves(spec["runs"]), spec["metrics"])
+        data = F.temperature_data(F.read_curves(spec["runs"]), spec["metrics"], spec["vali_list_size"], spec["smoothing"])
+        fig = F.temperature_figure(data, spec["vali_list_size"], spec["smoothing"])
     elif name == "listsize_figure":
         data = F.listsize_data(read_frame(_one(inputs, name)), spec["dataset"], spec["l_train"],
                                spec["list_sizes"], spec["metrics"])

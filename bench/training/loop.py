@@ -47,6 +47,7 @@ from bench.training.device import autocast, feature_store
 from bench.training.loss import LossCall
 from bench.training.progress import Reporter
 from bench.training.state import CHECKPOINT_FORMAT, Trainables, TrainState, load_checkpoint, save_checkpoint
+from bench.training.vali_curve import curve_lists, curve_row
 
 EXIT_ENV = "BENCH_TRAIN_EXIT_AFTER_EPOCH"
 EXIT_STATUS = 75
@@ -94,6 +95,9 @@ def setup(cfg: dict[str, Any], loss_call: LossCall, prepared, parts: tuple, devi
     list_size = tc["list_size"] or max(int(lengths.max()), 1)
     evals = {s: eval_lists(splits[s], device, list_size=tc["test_list_size"], batch_lists=tc["eval_batch_size"],
                            dataset=parts[0], fold=parts[1], split=s) for s in ("vali", "test")}
+    curve = curve_lists(splits["vali"], device, tc, dataset=parts[0], fold=parts[1])
+    if curve is not None:  # PiRank Figs. 5, 8-12: the validation curve on cut lists (bench.training.vali_curve)
+        evals["vali_curve"] = curve
     trainables, params = _trainables(cfg, loss_call, parts, splits["train"].features.shape[1], device)
     budget = Budget.of(tc, splits["train"].n_queries)
     return Fit(cfg, loss_call, parts, device, store, splits, evals, list_size, trainables, params, budget)
@@ -103,7 +107,7 @@ def _trainables(cfg, loss_call: LossCall, parts: tuple, n_features: int, device:
     """Model (seeded ``init``), loss parameters, Adam, then the ``dropout``/``lists``/``loss`` draws."""
     tc = cfg["train"]
     torch.manual_seed(derive_seed(*parts, "init"))
-    model = build_model(cfg["model"], n_features).to(device)
+    model = build_model(cfg["model"], n_features, grades=loss_call.grades).to(device)
     loss_module = loss_call.module.to(device) if loss_call.module is not None else None
     params = list(model.parameters()) + (list(loss_module.parameters()) if loss_module is not None else [])
     opt = torch.optim.Adam(params, lr=tc["lr"], weight_decay=tc["weight_decay"])
@@ -157,6 +161,7 @@ def _epoch(f: Fit, state: TrainState, progress: _Progress) -> None:
     means = _validate(f, state.epoch)
     score = means[f.stop_metric]
     state.record(score, higher_is_better(f.stop_metric), f.trainables.model)
+    curve = _curve_columns(f, tau)
     vali_seconds = time.perf_counter() - t_vali
     row = {
         "epoch": state.epoch,
@@ -166,6 +171,7 @@ def _epoch(f: Fit, state: TrainState, progress: _Progress) -> None:
         "train_loss": total_loss / max(n_batches, 1),
         "seconds": time.perf_counter() - t_epoch,
         **{f"vali_{m}": means[m] for m in f.vali_names},
+        **curve,
     }
     state.curve.append(row)
     stop_patience = f.tc["patience"] is not None and state.bad >= f.tc["patience"]
@@ -237,7 +243,7 @@ def train_step(f: Fit, rows: Tensor, *, lr: float, tau: float | None,
         group["lr"] = lr
     x, y, mask = gather(f.splits["train"], rows, f.device)
     with autocast(f.device, tc["amp"], on_cpu=f.amp_on_cpu):
-        s = tr.model(x, mask)
+        s = f.loss_call.scorer_outputs(tr.model, x, mask)
     loss = f.loss_call(s.float(), y, mask, tau=tau, gen=tr.loss_gen)
     tr.optimizer.zero_grad(set_to_none=True)
     loss.backward()
@@ -264,6 +270,16 @@ def _validate(f: Fit, epoch: int) -> dict[str, float]:
         raise TrainingDiverged(f"non-finite validation scores after epoch {epoch + 1} of method {f.parts[2]!r}")
     frame = evaluate_split(scores, vali.labels_np[ev.doc_index], ev.offsets, f.cfg["metrics"], names=f.vali_names)
     return summarize(frame, f.vali_names)
+
+
+def _curve_columns(f: Fit, tau: float | None) -> dict[str, float]:
+    """The epoch's columns of the validation curve on cut lists (none unless the run records it)."""
+    ev = f.evals.get("vali_curve")
+    if ev is None:
+        return {}
+    return curve_row(f.trainables.model, f.loss_call, f.splits["vali"], ev, device=f.device, amp=f.tc["amp"],
+                     on_cpu=f.amp_on_cpu, tau=tau, parts=f.parts, list_size=f.tc["vali_curve_list_size"],
+                     metrics=f.cfg["metrics"], names=f.vali_names)
 
 
 def finish(f: Fit, state: TrainState) -> dict[str, Any]:

@@ -296,12 +296,12 @@ def test_computed_tables_read_every_prepared_fold_the_runs_records_or_the_toy_ta
     files = plan.computed_table_inputs(cfg, "arf_table9")
     # ARF's row is selected on a 2x2 grid: the runs of its four points, and the selection record
     n_runs = (len(plan.table_methods(cfg, "arf_table2")) - 1 + 4) * len(plan.table_seeds(cfg, "arf_table2"))
-    assert len(files) == 2 * n_runs + 1 and files[0] == "results/runs/arf/syn-web/Fold1/softmax/seed0/run.json"
+    assert len(files) == 2 * n_runs + 1 and files[0] == "results/runs/arf/syn-web/Fold1/softmax_pointwise/seed0/run.json"
     assert files[-1] == "results/selection/arf_table2/syn-web/Fold1.json"
     paper = cv.load_config(ROOT / "config" / "paper.yaml")
     spec = plan.computed_table_spec(paper, "arf_table9")
     # ARF, L_Relax and NeuralSort: 27 points each (tau x lr), the chosen one's runs timed
-    assert (spec["dataset"], spec["role"], len(spec["runs"])) == ("istella-arf", "istella", (6 + 3 * 27) * 3)
+    assert (spec["dataset"], spec["role"], len(spec["runs"])) == ("istella-arf", "istella", (7 + 3 * 27) * 3)
     assert spec["selection"] == ["results/selection/arf_table2/istella-arf/Fold1.json"]
     stats = plan.computed_table_spec(paper, "neuralndcg_table2")["datasets"]
     # the paper's statistics go beside NeuralNDCG's own datasets only (not the ARF-filtered copies)
@@ -343,3 +343,21 @@ def test_the_caption_says_how_sinkprops_protocol_ranks_the_test_queries():
         "ranking_top": None}}}}), "sinkprop_letor")
     assert "an exact assignment over the whole list" in whole["note"]
     assert plan.table_spec(cv.load_config(), "unified_table")["note"] == ""  # SinkProp trained by the unified protocol
+
+
+def test_only_the_temperature_figures_runs_record_the_validation_curve_on_cut_lists(cfg):
+    """PiRank Fig. 5 needs the relaxed loss on validation lists of L = 100: the plan sets
+    train.vali_curve_list_size for the figure's runs (its protocol, dataset and methods) and for no
+    other run, so no other run config changes (default profile: L = 40; paper profile: 100)."""
+    spec = cfg["figures"]["temperature_figure"]
+    dataset = plan.resolve_role(cfg, spec["dataset"])
+    for method in spec["methods"]:
+        assert plan.run_config(cfg, spec["protocol"], dataset, method)["train"]["vali_curve_list_size"] == 40
+    others = [("pirank_ablation", "pirank_ndcg_L10"), ("pirank_ablation", "pirank_ndcg_anneal"), ("pirank", "ranknet"),
+              ("unified", "pirank_ndcg")]
+    for protocol, method in others:
+        assert "vali_curve_list_size" not in plan.run_config(cfg, protocol, dataset, method)["train"], method
+    paper = cv.load_config(ROOT / "config" / "paper.yaml")
+    assert plan.run_config(paper, "pirank_ablation", "mslr-web30k", "pirank_ndcg_tau5")["train"][
+        "vali_curve_list_size"] == 100
+    assert plan.figure_spec(paper, "temperature_figure")["smoothing"] == 0.9

@@ -90,7 +90,7 @@ def test_the_default_profile_selects_arfs_row_on_a_2x2_grid_reusing_arf_table6s_
     assert trains[run.format("arf_tau0.2", 0)] == ["arf_table2", "arf_table6"]  # one job, both tables
     assert trains[run.format("arf_tau0.2", 1)] == ["arf_table2"]  # Table 6 has one seed
     assert run.format("arf", 0) not in trains  # the untuned ARF is not trained for the table
-    assert sum(1 for t in trains.values() if "arf_table2" in t) == 8 * 2 + 4 * 2
+    assert sum(1 for t in trains.values() if "arf_table2" in t) == 9 * 2 + 4 * 2  # 9 other rows (both Softmax readings)
     rules = Counter(j.rule for j in jobs)
     assert (rules["select"], rules["selection_table"]) == (1, 1)
     # the evaluation's inputs list every point's runs, each with its point; the select job's inputs
@@ -123,7 +123,7 @@ def test_the_paper_profile_selects_arf_table2s_tau_and_lr_and_pirank_table1s_tau
                 # at the protocol's lr the point is Tables 6-8's run at that tau
                 if point.values["train.lr"] == 0.001:
                     assert run == f"{base}_tau{point.values['params.tau']}", run
-    assert len(arf2) == (6 + 3 * 27) * 2 * 3 and len(arf2 & tables_6_8) == 162
+    assert len(arf2) == (7 + 3 * 27) * 2 * 3 and len(arf2 & tables_6_8) == 162  # 7 untuned rows, both Softmax readings
     pirank = plan.selection_candidates(paper, "pirank_table1", "mslr-web30k")
     assert {b: [(p.values["params.tau"], r) for p, r in pairs] for b, pairs in pirank.items()} == {
         b: [(1.0, f"{b}+tau=1"), (10.0, f"{b}+tau=10"), (100.0, f"{b}+tau=100"), (1000.0, b),
@@ -135,8 +135,8 @@ def test_the_paper_profile_selects_arf_table2s_tau_and_lr_and_pirank_table1s_tau
 @pytest.mark.parametrize("profile", ["default", pytest.param("paper", marks=pytest.mark.slow)])
 def test_ltr_bench_plan_counts_the_grid(profile, cfg, paper):
     """What ``ltr-bench plan arf_table2`` lists (its build_plan and render): every grid point's
-    runs; the default profile 8 + 4 x 2 seeds, the paper's 6 + 3 x 27 methods x 2 datasets x 3."""
-    config, (runs, selects) = {"default": (cfg, (24, 1)), "paper": (paper, ((6 + 3 * 27) * 2 * 3, 2))}[profile]
+    runs; the default profile (9 + 4) x 2 seeds, the paper's 7 + 3 x 27 methods x 2 datasets x 3."""
+    config, (runs, selects) = {"default": (cfg, (26, 1)), "paper": (paper, ((7 + 3 * 27) * 2 * 3, 2))}[profile]
     calibration = Calibration(Device("cpu", "no measurements", 1))
     planned = build_plan(config, ["arf_table2"], calibration)
     rules = Counter(p.job.rule for p in planned)

@@ -217,3 +217,23 @@ def test_the_sinkprop_protocol_needs_a_linear_scorer_in_the_study_and_in_a_job(m
     assert resolve_sinkprop({**job, "model": {"hidden": []}}, "sinkprop")["model"]["hidden"] == []
     with pytest.raises(ConfigError, match=r"linear scorer .*got type context_aware"):
         resolve_sinkprop({**job, "model": {"type": "context_aware"}}, "sinkprop")
+
+
+def test_a_json_run_config_keeps_a_small_learning_rate_a_number(tmp_path):
+    """The workflow writes run configs as JSON, where Python writes 0.00001 as ``1e-05``; read as
+    YAML 1.1 that is a string and the job stopped (PiRank's ablation lr of 1e-5, found by the
+    MSLR-sample run). A .json file is read as JSON; a bad one names its line."""
+    import json
+
+    from bench.config.plan import run_config
+    from bench.config.run import read_run_config
+    from bench.config.settings import resolve_neural
+
+    paper = cv.load_config(ROOT / "config" / "paper.yaml")
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(run_config(paper, "pirank_ablation", "mslr-web30k", "pirank_ndcg_L10")))
+    assert '"lr": 1e-05' in path.read_text()
+    assert resolve_neural(read_run_config(path), "pirank_ndcg_L10")["train"]["lr"] == 1e-05
+    path.write_text('{"methods": {}\n,}')
+    with pytest.raises(ConfigError, match=r"run.json, line 2: not valid JSON"):
+        read_run_config(path)

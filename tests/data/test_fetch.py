@@ -396,3 +396,37 @@ def test_registry_override_errors_name_the_key(tmp_path):
     bad.write_text(json.dumps({"mslr-web30k": {"sha": "x"}}))
     with pytest.raises(ValueError, match=r"r\.json: entry 'mslr-web30k': unknown field\(s\) \['sha'\]"):
         load_registry(bad)
+
+
+def test_pip_download_moves_the_source_distribution_into_place_or_says_where_to_put_it(tmp_path, monkeypatch):
+    """``mslr-web30k-sample`` is fetched with pip from the registry: the command asks for the
+    source distribution alone; the one file pip wrote becomes the archive; anything else is a
+    DownloadError naming where to place the file (no pip process runs here: subprocess.run is faked)."""
+    import subprocess
+    import sys
+
+    from bench.data.fetch import pip_download
+
+    ds = REGISTRY["mslr-web30k-sample"]
+    calls = []
+
+    def fake_run(cmd, **kwargs):
+        calls.append(cmd)
+        out = Path(cmd[cmd.index("-d") + 1])
+        (out / ds.archive).write_bytes(b"sdist")
+        return subprocess.CompletedProcess(cmd, 0, "Saved\n", "")
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    archive = tmp_path / "raw" / ds.raw_group / ds.archive
+    assert pip_download(ds, archive, log=lambda m: None) == archive and archive.read_bytes() == b"sdist"
+    cmd = calls[0]
+    assert cmd[:4] == [sys.executable, "-m", "pip", "download"] and "rankeval==0.8.2" in cmd
+    assert cmd[cmd.index("--no-binary") + 1] == "rankeval" and "--no-deps" in cmd
+    assert not any(p.name.startswith(".pip-") for p in archive.parent.iterdir())  # its temporary folder is gone
+
+    def failing_run(cmd, **kwargs):
+        return subprocess.CompletedProcess(cmd, 1, "", "ERROR: No matching distribution found for rankeval==0.8.2")
+
+    monkeypatch.setattr(subprocess, "run", failing_run)
+    with pytest.raises(DownloadError, match=r"No matching distribution.*place it at .*rankeval-0.8.2.tar.gz"):
+        pip_download(ds, tmp_path / "other" / ds.archive, log=lambda m: None)

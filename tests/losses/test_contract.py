@@ -5,7 +5,11 @@ its inputs through the one validator :func:`bench.losses._common.check_inputs`, 
 every loss rejects the same bad call with the same exception and message.
 
 Parametrized over ``bench.losses.names()``: a registered loss whose module is missing or
-broken fails here (``get`` raises), it is never skipped. Loss-specific oracles and limits
+broken fails here (``get`` raises), it is never skipped. The losses on one logit per label
+grade (``info(name).outputs == "grade_logits"``: ARF's point-wise Softmax) take ``[B, L, C]``
+logits instead of ``[B, L]`` scores: their contract is tested in their own module
+(``tests/losses/test_grades.py``), and :func:`test_the_grade_losses_are_the_ones_tested_apart`
+fails when a new one appears untested. Loss-specific oracles and limits
 live next to each loss's own tests. Sizes are small on purpose (17 losses x 6 families).
 
 Tolerances: padding and batch identities 1e-9 relative in float64 (docs/losses.md); gradcheck
@@ -76,7 +80,12 @@ def value_and_grad(name, loss, scores, labels, mask):
     return value.detach(), s.grad
 
 
-ALL = names()
+ALL = [n for n in names() if info(n).outputs == "scores"]
+GRADE_LOSSES_TESTED_APART = {"softmax_pointwise"}  # tests/losses/test_grades.py
+
+
+def test_the_grade_losses_are_the_ones_tested_apart():
+    assert {n for n in names() if info(n).outputs != "scores"} == GRADE_LOSSES_TESTED_APART
 
 
 @pytest.mark.parametrize("name", ALL)

@@ -10,7 +10,7 @@ A device's measurements live in one JSON file, ``results/calibration/<device>.js
 An entry is keyed by what it measured (:func:`entry_key`: the measurement kind and the hash of
 its spec), so the same model, loss and batch shape on the same data shape is measured once and
 reused by every job, table and later plan that needs it. ``ltr-bench plan`` adds the entries
-a plan lacks (:mod:`bench.perf.calibrate` measures them); the workflow's cluster requests
+a plan lacks (:mod:`bench.costs.measure` measures them); the workflow's cluster requests
 read the file of the device their jobs run on (:func:`find_calibration`). Reading checks the
 format and the device; a file that does not parse is reported, never silently replaced.
 

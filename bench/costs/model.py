@@ -3,7 +3,7 @@ r"""The cost model: a job's projected seconds and peak memory, from its data and
 Each rule that computes on the study's data has one function in :data:`COST_MODELS`; it reads
 the job's resolved config (:func:`bench.config.plan.run_config`, the same file the job reads),
 the shape of its fold (:mod:`bench.data.shapes`) and the measurements of
-:mod:`bench.perf.calibrate` on the device the job runs on, and returns a
+:mod:`bench.costs.measure` on the device the job runs on, and returns a
 :class:`Projection`. A measurement the calibration lacks is listed in
 ``Projection.missing`` (``ltr-bench plan`` measures it and projects again); a job whose fold
 shape cannot be known before ``prepare`` is *unsized*, with the reason.
@@ -28,11 +28,19 @@ most of it. ``2 * 4P``: the float32 weights and the copy of the best epoch's wei
 ``step.work`` is measured beyond the weights (gradients, Adam's two moments, activations);
 during validation the gradients and moments (``3 * 4P``) are still held.
 
+``step`` (:func:`_step`) is composed, so that each model and each loss is measured once: the
+model's step with the point-wise reference loss, plus the loss's own forward and backward pass
+on ``[batch, list]`` scores less the reference loss's (time and working memory): the backward
+pass into the model is the same whatever loss produced the scores' gradient.
+
 **GBDT run**: ``seconds = c(N) + R * r(N)`` with ``R = num_trees`` (early stopping may end
-sooner: an upper bound), ``c`` and ``r`` fitted from runs of 3 and 9 rounds at two sizes;
-peak fitted from the 9-round runs. **Linear, evaluate, prepare**: seconds and peak fitted at
-two sizes. Every fit is a straight line through the two measured sizes (``a + b N``; a
-negative slope, i.e. noise, is taken as 0).
+sooner: an upper bound), ``c`` and ``r`` fitted from runs of 2 and 6 rounds
+(:data:`~bench.costs.measure.GBDT_ROUNDS`) at two sizes; peak fitted from the longer runs.
+**Linear, evaluate, prepare**: seconds and peak fitted at two sizes. Every fit is a straight
+line through the two measured sizes (``a + b N``; a negative slope, i.e. noise, is taken as 0).
+The sizes are :data:`SIZES` documents whatever the fold's size (:func:`measured_sizes`), so a
+calibration takes the same few seconds for a fold of 50,000 or 10 million documents; the
+exact calibration (``Context.exact``) measures 5 % and 10 % of each fold instead.
 """
 
 from __future__ import annotations
@@ -47,12 +55,21 @@ from bench.config import plan
 from bench.config.jobs import Job
 from bench.config.run import resolve_metrics_config, resolve_train
 from bench.costs.calibration import Calibration, entry_key
+from bench.costs.measure import REFERENCE_LOSS
 from bench.data.shapes import FoldShape, SplitShape, fold_shape
 
 FLOAT_BYTES = 4  # float32 weights, gradients and Adam moments
 #: part of the ``neural_data`` spec: what a run holds mapped at its peak (a cached measurement
 #: taken when runs held the whole fold has another key and is measured again)
 NEURAL_PAGES = "train+vali, then vali+test"
+#: documents (over all splits) of the two generated folds a size-dependent measurement runs on
+#: (:func:`measured_sizes`): the larger one's arrays (65 MB at 136 features) exceed the
+#: processor's caches, as a planned fold's do, so per-document rates carry over
+SIZES = (30_000, 120_000)
+#: the exact calibration's sizes: fractions of the planned fold, the smaller at least
+#: EXACT_MIN_DOCS; a synthetic prepare at 10 % and 25 % (generating 5 % more documents takes
+#: about a second, which drowned in start-up noise)
+EXACT_FRACTIONS, EXACT_PREPARE_FRACTIONS, EXACT_MIN_DOCS = (0.05, 0.1), (0.1, 0.25), 20_000
 
 
 @dataclass
@@ -82,6 +99,9 @@ class Context:
     config: dict[str, Any]
     calibration: Calibration
     shapes: dict[tuple[str, str], FoldShape | None] = field(default_factory=dict)
+    #: measure every job at its own shape (:data:`EXACT_FRACTIONS`, a model step with the job's
+    #: own loss): the slow calibration the fast one is checked against (``ltr-bench plan --exact``)
+    exact: bool = False
 
     def shape(self, dataset: str, fold: str) -> FoldShape | None:
         if (dataset, fold) not in self.shapes:
@@ -147,6 +167,26 @@ def shape_spec(shape: FoldShape) -> dict[str, Any]:
     return {"n_features": shape.n_features, "splits": {name: _split_spec(s) for name, s in shape.splits.items()}}
 
 
+def measured_sizes(shape: FoldShape, *, exact: bool, synthetic_prepare: bool = False) -> list[int]:
+    """Documents of the two generated folds a size-dependent measurement of ``shape`` runs on.
+
+    Fast (the default): :data:`SIZES`, a fold smaller than twice the first measured at half its
+    size and whole. Exact: :data:`EXACT_FRACTIONS` of the fold (:data:`EXACT_PREPARE_FRACTIONS`
+    for a synthetic prepare), the smaller at least :data:`EXACT_MIN_DOCS` documents.
+
+    >>> from bench.data.shapes import FoldShape, SplitShape
+    >>> fold = FoldShape(10, {s: SplitShape(100, 1_000_000) for s in ("train", "vali", "test")}, "published", True)
+    >>> measured_sizes(fold, exact=False), measured_sizes(fold, exact=True)
+    ([30000, 120000], [150000, 300000])
+    """
+    total = shape.n_docs
+    if not exact:
+        return [min(SIZES[0], max(1, total // 2)), min(SIZES[1], total)]
+    base = EXACT_PREPARE_FRACTIONS if synthetic_prepare else EXACT_FRACTIONS
+    small = max(base[0], min(0.5, EXACT_MIN_DOCS / max(total, 1)))
+    return [max(1, round(total * small)), max(1, round(total * min(1.0, small * base[1] / base[0])))]
+
+
 def _split_spec(s: SplitShape) -> dict[str, Any]:
     out: dict[str, Any] = {"n_queries": s.n_queries, "n_docs": s.n_docs, "max_list": s.max_list, "lengths": None}
     if s.lengths is not None:
@@ -199,12 +239,13 @@ def neural(ctx: Context, job: Job) -> Projection:
     vali_names = list(dict.fromkeys([*metrics, train["early_stopping_metric"]]))
     need = _Need(ctx, proj)
     common = {"model": model, "n_features": shape.n_features, "amp": bool(train["amp"])}
-    step = need("neural_step", {**common, "loss": entry["loss"], "params": entry.get("params") or {},
-                                "batch_size": train["batch_size"], "list_size": int(L), "grad_clip": train["grad_clip"]})
+    step = _step(ctx, need, {**common, "batch_size": train["batch_size"], "list_size": int(L),
+                             "grad_clip": train["grad_clip"]}, entry["loss"], entry.get("params") or {})
     width = max(1, round(va.docs_cut(tls) / max(va.n_queries, 1)))
     ev = need("neural_eval", {**common, "width": width, "eval_batch_size": train["eval_batch_size"],
                               "metrics": vali_names})
-    data = need("neural_data", {"shape": shape_spec(shape), "list_size": train["list_size"], "test_list_size": tls,
+    data = need("neural_data", {"shape": shape_spec(shape), "sizes": measured_sizes(shape, exact=ctx.exact),
+                                "list_size": train["list_size"], "test_list_size": tls,
                                 "eval_batch_size": train["eval_batch_size"], "pages": NEURAL_PAGES})
     proj.work, proj.steps = f"{steps:,} steps, {budget.n_epochs:,} validations", steps
     proj.bound = proj.bound or train["patience"] is not None
@@ -221,6 +262,30 @@ def neural(ctx: Context, job: Job) -> Projection:
     return proj
 
 
+def _step(ctx: Context, need: _Need, shape: dict[str, Any], loss: str, params: dict[str, Any]) -> dict[str, Any] | None:
+    """One optimiser step of the model of ``shape`` (model, features, batch, list size, ...)
+    with ``loss``: ``step_s``, ``work_bytes``, ``n_params`` (and ``device_work_bytes``).
+
+    Measured as the model's step with :data:`~bench.costs.measure.REFERENCE_LOSS` plus what
+    ``loss`` costs beyond it on the same ``[batch, list]`` scores (time and working memory of
+    its forward and backward pass), so that each model and each loss is measured once whatever
+    their pairs; exact: the step with ``loss`` itself."""
+    if ctx.exact:
+        return need("model_step", {**shape, "loss": loss, "params": params})
+    base = need("model_step", {**shape, "loss": REFERENCE_LOSS, "params": {}})
+    scores = {"batch_size": shape["batch_size"], "list_size": shape["list_size"]}
+    own = need("loss_step", {**scores, "loss": loss, "params": params})
+    ref = need("loss_step", {**scores, "loss": REFERENCE_LOSS, "params": {}})
+    if base is None or own is None or ref is None:
+        return None
+    out = {**base, "step_s": base["step_s"] + max(0.0, own["seconds"] - ref["seconds"]),
+           "work_bytes": base["work_bytes"] + max(0, own["work_bytes"] - ref["work_bytes"])}
+    if base.get("device_work_bytes") is not None:
+        out["device_work_bytes"] = base["device_work_bytes"] + max(
+            0, (own.get("device_work_bytes") or 0) - (ref.get("device_work_bytes") or 0))
+    return out
+
+
 def gbdt(ctx: Context, job: Job) -> Projection:
     """Rule ``gbdt``: see the module docstring."""
     from bench.config.settings import resolve_gbdt
@@ -232,7 +297,8 @@ def gbdt(ctx: Context, job: Job) -> Projection:
         return proj
     cfg = resolve_gbdt(run_cfg, job.wildcards["method"])
     method = {k: v for k, v in entry.items() if k not in ("num_trees", "early_stopping_rounds")}
-    m = _Need(ctx, proj)("gbdt", {"method": method, "metrics": run_cfg.get("metrics"), "shape": shape_spec(shape)})
+    m = _Need(ctx, proj)("gbdt", {"method": method, "metrics": run_cfg.get("metrics"), "shape": shape_spec(shape),
+                                  "sizes": measured_sizes(shape, exact=ctx.exact)})
     proj.work, proj.rounds, proj.bound = f"<= {cfg['num_trees']:,} rounds", cfg["num_trees"], True
     if m is None:
         return proj
@@ -253,7 +319,7 @@ def gbdt(ctx: Context, job: Job) -> Projection:
 
 
 def _sized(kind: str, spec_of: Callable[[Context, Job, FoldShape], dict[str, Any]], work: str, *,
-           maps_fold: bool) -> Callable:
+           maps_fold: bool) -> Callable[[Context, Job], Projection]:
     """A cost model fitted at two sizes of the fold: seconds and peak as ``a + b N``
     (:func:`peak_fit`: ``maps_fold`` for a job that reads its whole fold)."""
 
@@ -262,7 +328,10 @@ def _sized(kind: str, spec_of: Callable[[Context, Job, FoldShape], dict[str, Any
         shape = _fold(ctx, job, proj)
         if shape is None:
             return proj
-        m = _Need(ctx, proj)(kind, {**spec_of(ctx, job, shape), "shape": shape_spec(shape)})
+        spec = spec_of(ctx, job, shape)
+        synthetic_prepare = kind == "prepare" and spec["synthetic"]
+        m = _Need(ctx, proj)(kind, {**spec, "shape": shape_spec(shape),
+                                    "sizes": measured_sizes(shape, exact=ctx.exact, synthetic_prepare=synthetic_prepare)})
         if m is not None:
             proj.seconds = line(m["sizes"], m["seconds"], shape.n_docs)
             proj.host_bytes = int(peak_fit(m, shape, mapped=shape.nbytes if maps_fold else None))

@@ -60,8 +60,6 @@ SUITES: dict[str, PerfSuite] = dict(
         _suite("parse", "SVMlight parsing vs scikit-learn (MB/s) and the prepared-cache reload", "data", "parse"),
         _suite("metrics", "all metrics on an MSLR-sized fold vs a per-query loop", "data", "metrics"),
         _suite("study", "slowest Snakemake jobs from results/benchmarks/**/*.tsv", "study", "study"),
-        _suite("scale", "a finished study's jobs: measured time and peak vs projection (ltr-bench plan) and request",
-               "scale", "scale"),
         _suite("all", "every suite, the scaling figure and the targets summary (--device cuda: gpu.md)",
                "all_suites", "all"),
     ]

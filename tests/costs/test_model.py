@@ -11,7 +11,8 @@ from bench.config.jobs import Job
 from bench.config.run import resolve_train
 from bench.config.validate import load_config
 from bench.costs.calibration import Calibration, Device
-from bench.costs.model import Context, line, peak_fit, project, shape_spec
+from bench.costs.measure import REFERENCE_LOSS
+from bench.costs.model import SIZES, Context, line, peak_fit, project, shape_spec
 from bench.data.shapes import FoldShape, SplitShape
 from bench.training.budget import Budget
 
@@ -56,14 +57,19 @@ def test_neural_projection_is_the_documented_formula():
     ctx = _context()
     job = _run_job("pirank", "ranknet")
     first = project(ctx, job)
-    assert first.seconds is None and {k.split(":")[0] for k in first.missing} == {"neural_step", "neural_eval",
-                                                                                    "neural_data"}
-    step = {"step_s": 0.2, "work_bytes": 300e6, "n_params": 1000, "device_work_bytes": None}
+    assert first.seconds is None and sorted(k.split(":")[0] for k in first.missing) == [
+        "loss_step", "loss_step", "model_step", "neural_data", "neural_eval"]
+    step = {"step_s": 0.2, "work_bytes": 280e6, "n_params": 1000, "device_work_bytes": None}
+    # the step of the model with the reference loss, plus what ranknet costs beyond the reference
+    losses = {"ranknet": {"seconds": 0.03, "work_bytes": 30e6}, REFERENCE_LOSS: {"seconds": 0.01, "work_bytes": 10e6}}
     ev = {"docs_per_s": 50_000.0, "work_bytes": 100e6}
     data = {"sizes": [100_000, 200_000], "peak_bytes": [5e8 + 1e7, 6e8 + 2e7], "seconds": [1.0, 2.0],
             "fold_bytes": [5e8, 6e8]}
     for kind, spec in first.missing.values():
-        ctx.calibration.put(kind, spec, {"neural_step": step, "neural_eval": ev, "neural_data": data}[kind], 0.0)
+        assert kind != "model_step" or spec["loss"] == REFERENCE_LOSS
+        result = losses[spec["loss"]] if kind == "loss_step" else {"model_step": step, "neural_eval": ev,
+                                                                    "neural_data": data}[kind]
+        ctx.calibration.put(kind, spec, result, 0.0)
     proj = project(ctx, job)
     assert proj.complete and proj.missing == {}
     shape = ctx.shape("mslr-like", "Fold1")
@@ -72,11 +78,22 @@ def test_neural_projection_is_the_documented_formula():
     budget = Budget.of(train, shape.splits["train"].n_queries)
     n = shape.n_docs
     evals = budget.n_epochs * shape.splits["vali"].n_docs + shape.splits["test"].n_docs
-    seconds = (1.0 + (n - 100_000) / 100_000) + budget.total_steps * 0.2 + evals / 50_000
+    seconds = (1.0 + (n - 100_000) / 100_000) + budget.total_steps * (0.2 + 0.03 - 0.01) + evals / 50_000
     assert proj.seconds == pytest.approx(seconds)
     rest = 1e7 + 1e7 * (n - 100_000) / 100_000
-    assert proj.host_bytes == int(shape.run_mapped_bytes + rest + 2 * 4000 + max(300e6, 100e6 + 3 * 4000))
+    assert proj.host_bytes == int(shape.run_mapped_bytes + rest + 2 * 4000 + max(280e6 + 30e6 - 10e6, 100e6 + 3 * 4000))
     assert proj.steps == budget.total_steps == 60
+
+
+def test_the_exact_calibration_measures_each_model_with_its_own_loss_at_fractions_of_the_fold():
+    fast, exact = _context(), Context(load_config(*SCALE), Calibration(Device("cpu", "test cpu", 1)), exact=True)
+    job = _run_job("pirank", "ranknet")
+    n = fast.shape("mslr-like", "Fold1").n_docs
+    fast_specs = {kind: spec for kind, spec in project(fast, job).missing.values() if kind != "loss_step"}
+    exact_specs = dict(project(exact, job).missing.values())
+    assert "loss_step" not in exact_specs and exact_specs["model_step"]["loss"] == "ranknet"
+    assert fast_specs["neural_data"]["sizes"] == list(SIZES)
+    assert exact_specs["neural_data"]["sizes"] == pytest.approx([0.05 * n, 0.1 * n], abs=1)
 
 
 def test_gbdt_projection_separates_rounds_from_the_rest():
@@ -85,7 +102,7 @@ def test_gbdt_projection_separates_rounds_from_the_rest():
     job = Job("gbdt", plan.RUN.format(**w), w)
     (kind, spec), = project(ctx, job).missing.values()
     points = [{"docs": d, "rounds": r, "seconds": 1.0 * d / 1000 + r * 0.01 * d / 1000, "peak_bytes": 10 * d,
-               "fold_bytes": 4 * d} for d in (1000, 2000) for r in (3, 9)]
+               "fold_bytes": 4 * d} for d in (1000, 2000) for r in (2, 6)]
     ctx.calibration.put(kind, spec, {"points": points}, 0.0)
     proj = project(ctx, job)
     n = ctx.shape("mslr-like", "Fold1").n_docs

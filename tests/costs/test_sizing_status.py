@@ -38,7 +38,8 @@ def _filled(config, device=TEST_CPU, folder=None) -> Calibration:
 
     cal = Calibration(device, {}, None if folder is None else folder / f"{device_slug(device)}.json")
     ctx = Context(config, cal)
-    fake = {"neural_step": {"step_s": 0.1, "work_bytes": 2e8, "n_params": 10, "device_work_bytes": None},
+    fake = {"model_step": {"step_s": 0.1, "work_bytes": 2e8, "n_params": 10, "device_work_bytes": None},
+            "loss_step": {"seconds": 0.01, "work_bytes": 1e6, "device_work_bytes": None},
             "neural_eval": {"docs_per_s": 1e5, "work_bytes": 1e8},
             "process": {"peak_bytes": 3e8, "step_bytes": 2e8}, "summary": {"peak_bytes": 4e8, "seconds": 1.0}}
     two = {"sizes": [1e5, 2e5], "peak_bytes": [6e8, 7e8], "seconds": [1.0, 2.0], "fold_bytes": [5e7, 1e8]}
@@ -47,7 +48,7 @@ def _filled(config, device=TEST_CPU, folder=None) -> Calibration:
         for kind, spec in (proj.missing.values() if proj else []):
             if kind == "gbdt":
                 result = {"points": [{"docs": d, "rounds": r, "seconds": d / 1e5 + r, "peak_bytes": 6e8 * d / 1e5,
-                                      "fold_bytes": 5e7 * d / 1e5} for d in (1e5, 2e5) for r in (3, 9)]}
+                                      "fold_bytes": 5e7 * d / 1e5} for d in (1e5, 2e5) for r in (2, 6)]}
             else:
                 result = fake.get(kind, two)
             cal.put(kind, spec, result, 0.0)

@@ -1,4 +1,4 @@
-"""``ltr-bench perf scale``: a finished study's jobs, measured, beside their projection and request.
+"""``ltr-bench plan-check``: a finished study's jobs, measured, beside their projection and request.
 
 The scale profile (``config/scale.yaml``) runs the paper study's code paths on an MSLR-sized
 fold in minutes; this suite reads what that run left and writes ``reports/perf/scale.md``:
@@ -9,8 +9,8 @@ fold in minutes; this suite reads what that run left and writes ``reports/perf/s
   memory and time the workflow requests for it (:func:`bench.costs.sizing.request`, with the
   fold prepared, as Snakemake sizes a job before it schedules it);
 - the goals, printed as met or MISSED (never asserted here; ``tests/test_scale_profile.py``
-  asserts them): projections within 0.5x-2x of the measurement (times of jobs projected at 10 s
-  or more: shorter ones are start-up), every memory request between
+  asserts them): projections within :data:`RATIO_BOUNDS` of the measurement (times of jobs
+  projected at 10 s or more: shorter ones are start-up), every memory request between
   the measured peak and twice it, a training peak <= 1.5 x (prepared fold + model state: float32
   weights, gradients, Adam's two moments and the best epoch's copy, 5 x 4 bytes a parameter),
   a GBDT peak <= 2 x the prepared fold;
@@ -37,24 +37,12 @@ from bench.results import RUN_JSON_FILE, read_run_info
 OUTPUT_OPTIONS = {"prepare": "--out", "train": "--out", "gbdt": "--out", "linear": "--out", "evaluate": "--out",
                   "stats": "--out", "table": "--md", "figure": "--png", "loss-curves": "--out"}
 COMMAND_RULES = {"loss-curves": "loss_curves"}
-RATIO_BOUNDS = (0.5, 2.0)
+RATIO_BOUNDS = (0.67, 1.5)
 #: a job projected to take less than this is start-up (imports, reading a file) more than its
 #: work: its time is printed but not held to RATIO_BOUNDS
 MIN_TIMED_S = 10.0
 TRAIN_PEAK_GOAL, GBDT_PEAK_GOAL = 1.5, 2.0
 STATE_BYTES_PER_PARAMETER = 5 * 4
-
-
-def add_scale_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--plan", required=True, help="ltr-bench plan --json of the run's targets and config")
-    p.add_argument("--configfile", nargs="+", default=[], help="the run's config files (for the requests)")
-    p.add_argument("--job-log", nargs="+", default=None,
-                   help="job server logs (default: results/logs/job-server*.log)")
-    p.add_argument("--sacct", default=None, help="sacct output of a cluster run of the same study")
-    p.add_argument("--slurm-logs", default="results/logs",
-                   help="the cluster run's results/logs (its job-server-slurm<jobid>.log files name each job's commands)")
-    p.add_argument("--paper-plan", default=None, help="ltr-bench plan --json of the full paper study")
-    p.add_argument("--out", default="reports/perf/scale.md")
 
 
 def job_server_records(paths: list[Path]) -> dict[str, dict[str, float]]:

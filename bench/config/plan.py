@@ -22,6 +22,7 @@ validate_config`) first.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -244,6 +245,13 @@ def run_config(config: dict[str, Any], experiment: str, dataset: str, method: st
         if section is not None:
             out[key] = section
     return out
+
+
+def run_config_text(config: dict[str, Any], experiment: str, dataset: str, method: str) -> str:
+    """:func:`run_config` as the file the workflow writes (``RUN_CONFIG``): sorted, indented
+    JSON. ``ltr-bench status`` compares a run config on disk with it: another text means the
+    run was made with other settings (another profile's) and is not this study's."""
+    return json.dumps(run_config(config, experiment, dataset, method), indent=2, sort_keys=True) + "\n"
 
 
 def protocol_section(config: dict[str, Any], protocol: str, method: str, key: str) -> dict[str, Any] | None:

@@ -62,6 +62,8 @@ FLOAT_BYTES = 4  # float32 weights, gradients and Adam moments
 #: part of the ``neural_data`` spec: what a run holds mapped at its peak (a cached measurement
 #: taken when runs held the whole fold has another key and is measured again)
 NEURAL_PAGES = "train+vali, then vali+test"
+#: the largest batch (lists) a model's or a loss's step is measured at; larger ones are scaled (:func:`_step`)
+MEASURED_BATCH = 16
 #: documents (over all splits) of the two generated folds a size-dependent measurement runs on
 #: (:func:`measured_sizes`): the larger one's arrays (65 MB at 136 features) exceed the
 #: processor's caches, as a planned fold's do, so per-document rates carry over
@@ -266,23 +268,33 @@ def _step(ctx: Context, need: _Need, shape: dict[str, Any], loss: str, params: d
     """One optimiser step of the model of ``shape`` (model, features, batch, list size, ...)
     with ``loss``: ``step_s``, ``work_bytes``, ``n_params`` (and ``device_work_bytes``).
 
-    Measured as the model's step with :data:`~bench.costs.measure.REFERENCE_LOSS` plus what
-    ``loss`` costs beyond it on the same ``[batch, list]`` scores (time and working memory of
-    its forward and backward pass), so that each model and each loss is measured once whatever
-    their pairs; exact: the step with ``loss`` itself."""
+    Fast: the model's step with :data:`~bench.costs.measure.REFERENCE_LOSS` plus what ``loss``
+    costs beyond it on the same ``[batch, list]`` scores (time and working memory of its
+    forward and backward pass), each measured once whatever their pairs, on a batch of at most
+    :data:`MEASURED_BATCH` lists and scaled to the planned batch ``B`` (``s = B / measured``)::
+
+        step_s = s * (model.step_s + loss.seconds - reference.seconds)
+        work   = state + s * (model.work - state) + s * (loss.work - reference.work)
+
+    (``state = 3 * 4P``: gradients and Adam's two moments, which do not grow with the batch;
+    every list's forward and backward pass is independent of the others'). Exact: the step with
+    ``loss`` itself at the planned batch."""
     if ctx.exact:
         return need("model_step", {**shape, "loss": loss, "params": params})
-    base = need("model_step", {**shape, "loss": REFERENCE_LOSS, "params": {}})
-    scores = {"batch_size": shape["batch_size"], "list_size": shape["list_size"]}
+    batch = min(int(shape["batch_size"]), MEASURED_BATCH)
+    scale = int(shape["batch_size"]) / batch
+    base = need("model_step", {**shape, "batch_size": batch, "loss": REFERENCE_LOSS, "params": {}})
+    scores = {"batch_size": batch, "list_size": shape["list_size"]}
     own = need("loss_step", {**scores, "loss": loss, "params": params})
     ref = need("loss_step", {**scores, "loss": REFERENCE_LOSS, "params": {}})
     if base is None or own is None or ref is None:
         return None
-    out = {**base, "step_s": base["step_s"] + max(0.0, own["seconds"] - ref["seconds"]),
-           "work_bytes": base["work_bytes"] + max(0, own["work_bytes"] - ref["work_bytes"])}
+    state = 3 * FLOAT_BYTES * base["n_params"]
+    out = {**base, "step_s": scale * (base["step_s"] + max(0.0, own["seconds"] - ref["seconds"])),
+           "work_bytes": state + scale * (max(0, base["work_bytes"] - state) + max(0, own["work_bytes"] - ref["work_bytes"]))}
     if base.get("device_work_bytes") is not None:
-        out["device_work_bytes"] = base["device_work_bytes"] + max(
-            0, (own.get("device_work_bytes") or 0) - (ref.get("device_work_bytes") or 0))
+        loss_dev = max(0, (own.get("device_work_bytes") or 0) - (ref.get("device_work_bytes") or 0))
+        out["device_work_bytes"] = state + scale * (max(0, base["device_work_bytes"] - state) + loss_dev)
     return out
 
 
@@ -400,7 +412,30 @@ def process(ctx: Context, job: Job) -> Projection:
     return proj
 
 
-#: rule -> cost model; rules not here (run_config, fetch, report: local, or downloads) are not projected
+#: PiRank-NDCG's variants the scaling figure always times besides its losses (``depth1``, ``depth3``,
+#: ``depth1-fullmatrix``: :mod:`bench.perf.scaling`)
+SCALING_PIRANK_CURVES = 3
+
+
+def perf_scaling(ctx: Context, job: Job) -> Projection:
+    """Rule ``perf_scaling`` (``ltr-bench perf scaling``, the scaling figure): an upper bound from
+    its own budget. Each curve at each list size runs one warm-up step, which ends the curve when
+    it alone takes more than ``max_seconds``, then at most ``max_seconds`` of timed steps: so
+    ``curves x sizes x 2 x max_seconds`` at most (growth of a curve stops early when its steps
+    would pass that)."""
+    spec = ctx.config["figures"]["scaling_figure"]
+    curves = SCALING_PIRANK_CURVES + len(set(spec["losses"]) - {"pirank_ndcg"})
+    proj = Projection(work=f"{curves} curves x {len(spec['sizes'])} list sizes", bound=True,
+                      note=f"at most 2 x max_seconds ({spec['max_seconds']:g} s) per curve and list size")
+    proj.seconds = float(curves * len(spec["sizes"]) * 2 * spec["max_seconds"])
+    return proj
+
+
+#: rules run on the submitting machine in seconds (a run config's text, the coverage page, the
+#: report) or downloading (fetch): not projected, and not counted in device time
+LOCAL_RULES = ("run_config", "fetch", "coverage", "report")
+
+#: rule -> cost model; the rules of LOCAL_RULES have none
 COST_MODELS: dict[str, Callable[[Context, Job], Projection]] = {
     "train": neural,
     "gbdt": gbdt,
@@ -412,6 +447,7 @@ COST_MODELS: dict[str, Callable[[Context, Job], Projection]] = {
     **dict.fromkeys(("table", "figure", "freeze_dataset", "check_frozen", "compare_table", "loss_curves"), process),
     # issue 26: tables from prepared folds' labels, runs' records or a six-document toy list
     **dict.fromkeys(("computed_table", "toy_sort"), process),
+    "perf_scaling": perf_scaling,
 }
 
 
@@ -433,4 +469,4 @@ def hours(seconds: float | None) -> str:
     return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
-__all__ = ["COST_MODELS", "Context", "Projection", "gib", "hours", "line", "project", "shape_spec"]
+__all__ = ["COST_MODELS", "LOCAL_RULES", "Context", "Projection", "gib", "hours", "line", "project", "shape_spec"]

@@ -447,30 +447,30 @@ def _warm_prepare(workspace: Workspace, spec: dict[str, Any]) -> None:
 
 
 def summary(spec: dict[str, Any], device: str, workspace: Workspace) -> dict[str, Any]:
-    """``ltr-bench stats`` at the planned size: the paired tests and bootstrap of a per-query
-    frame of ``n_methods`` x ``n_seeds`` x ``n_queries`` rows and the table's metrics."""
+    """``ltr-bench stats``: the paired tests and bootstrap of a per-query frame of ``n_methods``
+    x ``n_seeds`` x ``n_queries`` rows and the table's metrics, at each of the spec's ``sizes``
+    (test queries): ``sizes``, ``seconds`` and ``peak_bytes`` per size."""
+    points = [_child(lambda n_q=n_q: _summary(spec, int(n_q))) for n_q in spec["sizes"]]
+    return {"sizes": list(spec["sizes"]), "seconds": [p["seconds"] for p in points],
+            "peak_bytes": [p["peak_bytes"] for p in points]}
 
-    def measure() -> dict[str, Any]:
-        import pandas as pd
 
-        from bench.stats import significance
+def _summary(spec: dict[str, Any], n_q: int) -> dict[str, Any]:
+    import pandas as pd
 
-        rng = np.random.default_rng(0)
-        n_q, keys = int(spec["n_queries"]), []
-        for m in range(int(spec["n_methods"])):
-            for seed in range(int(spec["n_seeds"])):
-                keys.append(pd.DataFrame({"dataset": "d", "fold": "Fold1", "seed": seed, "query": np.arange(n_q),
-                                          "method": f"m{m}"}))
-        frame = pd.concat(keys, ignore_index=True)
-        for metric in spec["metrics"]:
-            frame[metric] = rng.random(len(frame))
-        gc.collect()
-        reset_peak()
-        start = time.perf_counter()
-        significance(frame, spec["metrics"], n_boot=int(spec["n_boot"]))
-        return {"peak_bytes": peak_bytes(), "seconds": time.perf_counter() - start}
+    from bench.stats import significance
 
-    return _child(measure)
+    rng = np.random.default_rng(0)
+    keys = [pd.DataFrame({"dataset": "d", "fold": "Fold1", "seed": seed, "query": np.arange(n_q), "method": f"m{m}"})
+            for m in range(int(spec["n_methods"])) for seed in range(int(spec["n_seeds"]))]
+    frame = pd.concat(keys, ignore_index=True)
+    for metric in spec["metrics"]:
+        frame[metric] = rng.random(len(frame))
+    gc.collect()
+    reset_peak()
+    start = time.perf_counter()
+    significance(frame, spec["metrics"], n_boot=int(spec["n_boot"]))
+    return {"peak_bytes": peak_bytes(), "seconds": time.perf_counter() - start}
 
 
 def process(spec: dict[str, Any], device: str, workspace: Workspace) -> dict[str, Any]:

@@ -38,8 +38,8 @@ sooner: an upper bound), ``c`` and ``r`` fitted from runs of 2 and 6 rounds
 (:data:`~bench.costs.measure.GBDT_ROUNDS`) at two sizes; peak fitted from the longer runs.
 **Linear, evaluate, prepare**: seconds and peak fitted at two sizes. Every fit is a straight
 line through the two measured sizes (``a + b N``; a negative slope, i.e. noise, is taken as 0).
-The sizes are :data:`SIZES` documents whatever the fold's size (:func:`measured_sizes`), so a
-calibration takes the same few seconds for a fold of 50,000 or 10 million documents; the
+The sizes are :data:`VALUES` feature values whatever the fold's size (:func:`measured_sizes`),
+so a calibration takes the same few seconds for a fold of 50,000 or 10 million documents; the
 exact calibration (``Context.exact``) measures 5 % and 10 % of each fold instead.
 """
 
@@ -62,12 +62,17 @@ FLOAT_BYTES = 4  # float32 weights, gradients and Adam moments
 #: part of the ``neural_data`` spec: what a run holds mapped at its peak (a cached measurement
 #: taken when runs held the whole fold has another key and is measured again)
 NEURAL_PAGES = "train+vali, then vali+test"
+#: test queries of the two ``summary`` measurements (:func:`stats`); a smaller table is measured whole
+SUMMARY_QUERIES = (500, 2000)
 #: the largest batch (lists) a model's or a loss's step is measured at; larger ones are scaled (:func:`_step`)
 MEASURED_BATCH = 16
-#: documents (over all splits) of the two generated folds a size-dependent measurement runs on
-#: (:func:`measured_sizes`): the larger one's arrays (65 MB at 136 features) exceed the
-#: processor's caches, as a planned fold's do, so per-document rates carry over
-SIZES = (30_000, 120_000)
+#: feature values (documents x features, over all splits) of the two generated folds a
+#: size-dependent measurement runs on (:func:`measured_sizes`): the larger one's arrays (64 MB)
+#: exceed the processor's caches, as a planned fold's do, so per-document rates carry over;
+#: 29,400 and 117,600 documents at MSLR's 136 features, 5,700 and 22,900 at Yahoo!'s 700
+VALUES = (4_000_000, 16_000_000)
+#: the same for a prepare that parses SVMlight text (about 12 bytes a value: 12 and 48 MB)
+PARSED_VALUES = (1_000_000, 4_000_000)
 #: the exact calibration's sizes: fractions of the planned fold, the smaller at least
 #: EXACT_MIN_DOCS; a synthetic prepare at 10 % and 25 % (generating 5 % more documents takes
 #: about a second, which drowned in start-up noise)
@@ -169,22 +174,27 @@ def shape_spec(shape: FoldShape) -> dict[str, Any]:
     return {"n_features": shape.n_features, "splits": {name: _split_spec(s) for name, s in shape.splits.items()}}
 
 
-def measured_sizes(shape: FoldShape, *, exact: bool, synthetic_prepare: bool = False) -> list[int]:
+def measured_sizes(shape: FoldShape, *, exact: bool, prepare: str | None = None) -> list[int]:
     """Documents of the two generated folds a size-dependent measurement of ``shape`` runs on.
 
-    Fast (the default): :data:`SIZES`, a fold smaller than twice the first measured at half its
-    size and whole. Exact: :data:`EXACT_FRACTIONS` of the fold (:data:`EXACT_PREPARE_FRACTIONS`
-    for a synthetic prepare), the smaller at least :data:`EXACT_MIN_DOCS` documents.
+    Fast (the default): :data:`VALUES` feature values (:data:`PARSED_VALUES` for a ``prepare``
+    that parses files), a fold smaller than twice the first measured at half its size and whole.
+    Exact: :data:`EXACT_FRACTIONS` of the fold (:data:`EXACT_PREPARE_FRACTIONS` for a
+    ``prepare`` that generates), the smaller at least :data:`EXACT_MIN_DOCS` documents.
 
     >>> from bench.data.shapes import FoldShape, SplitShape
-    >>> fold = FoldShape(10, {s: SplitShape(100, 1_000_000) for s in ("train", "vali", "test")}, "published", True)
-    >>> measured_sizes(fold, exact=False), measured_sizes(fold, exact=True)
-    ([30000, 120000], [150000, 300000])
+    >>> fold = FoldShape(100, {s: SplitShape(100, 1_000_000) for s in ("train", "vali", "test")}, "published", True)
+    >>> measured_sizes(fold, exact=False), measured_sizes(fold, exact=False, prepare="parse")
+    ([40000, 160000], [10000, 40000])
+    >>> measured_sizes(fold, exact=True)
+    [150000, 300000]
     """
     total = shape.n_docs
     if not exact:
-        return [min(SIZES[0], max(1, total // 2)), min(SIZES[1], total)]
-    base = EXACT_PREPARE_FRACTIONS if synthetic_prepare else EXACT_FRACTIONS
+        values = PARSED_VALUES if prepare == "parse" else VALUES
+        small, large = (max(1, v // max(shape.n_features, 1)) for v in values)
+        return [min(small, max(1, total // 2)), min(large, total)]
+    base = EXACT_PREPARE_FRACTIONS if prepare == "generate" else EXACT_FRACTIONS
     small = max(base[0], min(0.5, EXACT_MIN_DOCS / max(total, 1)))
     return [max(1, round(total * small)), max(1, round(total * min(1.0, small * base[1] / base[0])))]
 
@@ -341,9 +351,9 @@ def _sized(kind: str, spec_of: Callable[[Context, Job, FoldShape], dict[str, Any
         if shape is None:
             return proj
         spec = spec_of(ctx, job, shape)
-        synthetic_prepare = kind == "prepare" and spec["synthetic"]
+        prepare = None if kind != "prepare" else "generate" if spec["synthetic"] else "parse"
         m = _Need(ctx, proj)(kind, {**spec, "shape": shape_spec(shape),
-                                    "sizes": measured_sizes(shape, exact=ctx.exact, synthetic_prepare=synthetic_prepare)})
+                                    "sizes": measured_sizes(shape, exact=ctx.exact, prepare=prepare)})
         if m is not None:
             proj.seconds = line(m["sizes"], m["seconds"], shape.n_docs)
             proj.host_bytes = int(peak_fit(m, shape, mapped=shape.nbytes if maps_fold else None))
@@ -371,8 +381,9 @@ def _prepare_spec(ctx: Context, job: Job, shape: FoldShape) -> dict[str, Any]:
 
 
 def stats(ctx: Context, job: Job) -> Projection:
-    """Rule ``stats``: the table's statistics measured at its size (methods x seeds x the test
-    queries of every dataset and fold it pools)."""
+    """Rule ``stats``: the table's statistics (methods x seeds x the test queries ``Q`` of every
+    dataset and fold it pools) measured at :data:`SUMMARY_QUERIES` queries and fitted ``a + b Q``
+    (every test and bootstrap resample is a pass over the queries); exact: at ``Q`` itself."""
     proj = Projection(work="paired tests, bootstrap")
     table = job.wildcards["table"]
     spec = ctx.config["tables"][table]
@@ -384,11 +395,13 @@ def stats(ctx: Context, job: Job) -> Projection:
                 proj.unsized = "a dataset's test queries are unknown until prepared"
                 return proj
             n_queries += shape.splits["test"].n_queries * max(1, len(spec.get("list_sizes") or []))
+    sizes = [n_queries] if ctx.exact else sorted({min(n_queries, q) for q in SUMMARY_QUERIES})
     m = _Need(ctx, proj)("summary", {"n_methods": len(plan.table_methods(ctx.config, table)),
-                                     "n_seeds": len(plan.table_seeds(ctx.config, table)), "n_queries": n_queries,
+                                     "n_seeds": len(plan.table_seeds(ctx.config, table)), "sizes": sizes,
                                      "metrics": list(spec["metrics"]), "n_boot": ctx.config["stats"]["n_boot"]})
     if m is not None:
-        proj.seconds, proj.host_bytes = m["seconds"], int(m["peak_bytes"])
+        proj.seconds = line(m["sizes"] * 2, m["seconds"] * 2, n_queries)
+        proj.host_bytes = int(line(m["sizes"] * 2, m["peak_bytes"] * 2, n_queries))
     return proj
 
 

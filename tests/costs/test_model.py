@@ -12,7 +12,7 @@ from bench.config.run import resolve_train
 from bench.config.validate import load_config
 from bench.costs.calibration import Calibration, Device
 from bench.costs.measure import REFERENCE_LOSS
-from bench.costs.model import SIZES, Context, line, peak_fit, project, shape_spec
+from bench.costs.model import VALUES, Context, line, peak_fit, project, shape_spec
 from bench.data.shapes import FoldShape, SplitShape
 from bench.training.budget import Budget
 
@@ -92,7 +92,7 @@ def test_the_exact_calibration_measures_each_model_with_its_own_loss_at_fraction
     fast_specs = {kind: spec for kind, spec in project(fast, job).missing.values() if kind != "loss_step"}
     exact_specs = dict(project(exact, job).missing.values())
     assert "loss_step" not in exact_specs and exact_specs["model_step"]["loss"] == "ranknet"
-    assert fast_specs["neural_data"]["sizes"] == list(SIZES)
+    assert fast_specs["neural_data"]["sizes"] == [v // 136 for v in VALUES]  # MSLR's 136 features
     assert exact_specs["neural_data"]["sizes"] == pytest.approx([0.05 * n, 0.1 * n], abs=1)
 
 

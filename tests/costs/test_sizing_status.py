@@ -42,7 +42,8 @@ def _filled(config, device=TEST_CPU, folder=None) -> Calibration:
     fake = {"model_step": {"step_s": 0.1, "work_bytes": 2e8, "n_params": 10, "device_work_bytes": None},
             "loss_step": {"seconds": 0.01, "work_bytes": 1e6, "device_work_bytes": None},
             "neural_eval": {"docs_per_s": 1e5, "work_bytes": 1e8},
-            "process": {"peak_bytes": 3e8, "step_bytes": 2e8}, "summary": {"peak_bytes": 4e8, "seconds": 1.0}}
+            "process": {"peak_bytes": 3e8, "step_bytes": 2e8},
+            "summary": {"sizes": [500, 2000], "peak_bytes": [4e8, 4e8], "seconds": [1.0, 1.0]}}
     two = {"sizes": [1e5, 2e5], "peak_bytes": [6e8, 7e8], "seconds": [1.0, 2.0], "fold_bytes": [5e7, 1e8]}
     for job in target_jobs(config, ["all"]):
         proj = project(ctx, job)

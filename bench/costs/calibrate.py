@@ -29,9 +29,10 @@ from bench.costs.fakedata import Workspace
 
 #: the order kinds are measured in (cheap and widely shared first, so that an interrupted
 #: calibration has projected the most jobs), and each one's seconds on the reference machine
+#: (the paper profile's calibration, CPU seconds per measurement, rounded up)
 PRIOR_SECONDS: dict[str, float] = {
-    "process": 6.0, "loss_step": 0.4, "model_step": 4.0, "neural_eval": 2.0, "summary": 2.0,
-    "neural_data": 3.0, "evaluate": 3.0, "linear": 3.0, "prepare": 6.0, "gbdt": 8.0,
+    "process": 7.0, "loss_step": 0.3, "model_step": 1.0, "neural_eval": 0.8, "summary": 4.0,
+    "neural_data": 1.0, "evaluate": 1.2, "linear": 1.2, "prepare": 5.0, "gbdt": 6.0,
 }
 LOSS_BATCH = 24  # losses measured in one child (one progress line)
 

@@ -52,6 +52,12 @@ class Device:
         return {"kind": self.kind, "name": self.name, "threads": self.threads}
 
 
+def cpu_timed(kind: str, threads: int) -> bool:
+    """Whether a calibration of ``kind`` with ``threads`` per job times CPU seconds (one thread on
+    the CPU: :func:`bench.costs.measure.clock_for` says why) rather than wall-clock seconds."""
+    return kind == "cpu" and int(threads) == 1
+
+
 def device_slug(device: Device) -> str:
     """File name stem of a device's calibration.
 

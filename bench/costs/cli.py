@@ -60,8 +60,12 @@ def this_device(requested: str, threads: int):
 
 
 def _cli_plan(args) -> int:
-    """``ltr-bench plan``; an interrupt stops it with one line (the measurements taken are kept)."""
+    """``ltr-bench plan``; an interrupt (Ctrl-C, or SIGTERM from ``kill`` or a scheduler) stops it
+    with one line, the measurement under way killed and the measurements taken kept."""
+    import signal
+
     held: list = []  # the calibration being filled, named by the interrupt's line
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         return _plan(args, held)
     except KeyboardInterrupt:
@@ -69,6 +73,12 @@ def _cli_plan(args) -> int:
             if held and held[0].path is not None else ""
         print(f"ltr-bench plan: interrupted{kept}", file=sys.stderr, flush=True)
         return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 def _plan(args, held: list) -> int:

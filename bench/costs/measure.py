@@ -7,7 +7,8 @@ function ``(spec, device, workspace) -> dict``, run on the device at hand in for
 server imports (:func:`preload`, :data:`bench.jobserver.PRELOAD`) and run no torch operation:
 the state every workflow job starts from. So a child's peak memory (``VmHWM``, reset with
 :func:`~bench.perf.process.reset_peak`) is what such a job would see, and one measurement
-cannot inflate the next. Linux only (``fork``, ``/proc``).
+cannot inflate the next. Times are CPU seconds for a job of one thread on the CPU, else
+wall-clock seconds (:func:`clock_for`). Linux only (``fork``, ``/proc``).
 
 ``model_step``
     a few optimiser steps of a model (the loop's own :func:`~bench.training.loop.train_step`)
@@ -53,6 +54,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.costs.calibration import cpu_timed
 from bench.costs.fakedata import SPLITS, Workspace, fake_split, fold_bytes
 from bench.perf.process import in_child, peak_bytes, reset_peak, rss_bytes, trim_heap
 
@@ -60,10 +62,10 @@ from bench.perf.process import in_child, peak_bytes, reset_peak, rss_bytes, trim
 REFERENCE_LOSS = "rmse"
 #: timed optimiser steps: after WARMUP_STEPS, at least MIN_STEPS, until STEP_SECONDS have
 #: passed, at most MAX_STEPS (the median is taken)
-WARMUP_STEPS, MIN_STEPS, MAX_STEPS, STEP_SECONDS = 1, 3, 20, 1.0
+WARMUP_STEPS, MIN_STEPS, MAX_STEPS, STEP_SECONDS = 1, 3, 20, 0.5
 #: timed loss calls: after one warm-up call, until LOSS_SECONDS (at least one), at most MAX_STEPS
-LOSS_SECONDS = 0.25
-EVAL_DOCS = 20_000  # documents of the generated validation split of ``neural_eval``
+LOSS_SECONDS = 0.15
+EVAL_DOCS = 10_000  # documents of the generated validation split of ``neural_eval``
 GBDT_ROUNDS = (2, 6)  # boosting rounds of the two GBDT measurements at each size
 
 
@@ -76,6 +78,29 @@ def preload() -> None:
 
 
 _threads: list[int] = []  # the compute threads of the measurement under way (set by :func:`measure_many`)
+_clocks: list[Callable[[], float]] = []  # the clock of the measurement under way (:func:`clock_for`)
+
+
+def clock_for(device: str, threads: int) -> Callable[[], float]:
+    """What a measurement times with: the process's CPU seconds (every thread, user + system)
+    for a job of one thread on the CPU, else wall-clock seconds.
+
+    A job of one thread on an idle core takes its CPU time (plus reading its files, which are
+    in the page cache). Wall-clock measurements of a few seconds on a shared machine swing with
+    the other processes (2-10x at a load of 15-20 on 2 cores), CPU seconds hardly, so a
+    calibration taken on a busy machine still projects what a job costs on an idle core; the
+    workflow's job server logs each job's CPU seconds beside its wall time, which ``ltr-bench
+    plan-check`` sets beside the projection. A multi-threaded job (and a GPU) is timed by the
+    wall clock: its CPU seconds add up its threads. (Parsing SVMlight text uses numba's threads
+    whatever the job's: timed in CPU seconds, a parse is projected at most ``threads`` times
+    too long.)
+    """
+    return time.process_time if cpu_timed(device, threads) else time.perf_counter
+
+
+def clock() -> float:
+    """Now, on the clock of the measurement under way (:func:`clock_for`; wall-clock outside one)."""
+    return (_clocks[-1] if _clocks else time.perf_counter)()
 
 
 def _apply_threads() -> None:
@@ -133,11 +158,11 @@ def _timed(call: Callable[[], None], *, warmup: int, seconds: float, sync: Calla
     """Times of ``call`` after ``warmup`` calls: at least ``least``, until ``seconds``, at most MAX_STEPS."""
     times: list[float] = []
     for i in range(warmup + MAX_STEPS):
-        t = time.perf_counter()
+        t = clock()
         call()
         sync()
         if i >= warmup:
-            times.append(time.perf_counter() - t)
+            times.append(clock() - t)
             if len(times) >= least and sum(times) >= seconds:
                 break
     return times
@@ -252,9 +277,9 @@ def neural_eval(spec: dict[str, Any], device: str, workspace: Workspace) -> dict
             _validate(f, 0)  # warm-up: first-call allocations
             base = rss_bytes()
             reset_peak()
-            t = time.perf_counter()
+            t = clock()
             _validate(f, 0)
-            seconds = time.perf_counter() - t
+            seconds = clock() - t
         return {"docs_per_s": int(vali["labels"].size) / seconds, "work_bytes": peak_bytes() - base}
 
     return _child(measure)
@@ -287,7 +312,7 @@ def neural_data(spec: dict[str, Any], device: str, workspace: Workspace) -> dict
 
         dev = resolve_device(device, on_missing_cuda=None)
         reset_peak()
-        start = time.perf_counter()
+        start = clock()
         with deterministic(dev):
             run_spec = {**spec, "model": {"type": "mlp", "hidden": [], "batch_norm": False, "dropout": 0.0},
                         "n_features": spec["shape"]["n_features"], "loss": REFERENCE_LOSS}
@@ -305,7 +330,7 @@ def neural_data(spec: dict[str, Any], device: str, workspace: Workspace) -> dict
             _read_whole(prepared.splits["test"].features)
             score_lists(f.trainables.model, f.splits["test"], f.evals["test"], dev, False)
             sizes = {s: fold_bytes(fold / s) for s in SPLITS}
-        return {"docs": n_docs, "peak_bytes": peak_bytes(), "seconds": time.perf_counter() - start,
+        return {"docs": n_docs, "peak_bytes": peak_bytes(), "seconds": clock() - start,
                 "fold_bytes": sizes["vali"] + max(sizes["train"], sizes["test"])}
 
     return _two_sizes(spec, workspace, measure)
@@ -348,11 +373,11 @@ def gbdt(spec: dict[str, Any], device: str, workspace: Workspace) -> dict[str, A
                 entry = {**spec["method"], "num_trees": rounds, "early_stopping_rounds": rounds + 1}
                 config = {"methods": {"m": entry}, "metrics": spec.get("metrics"), "train": {}}
                 reset_peak()
-                start = time.perf_counter()
+                start = clock()
                 gbdt_run(resolve_gbdt(config, "m"), fold, workspace.scratch() / "run", method="m", seed=0,
                          device=device, quiet=True, threads=spec.get("threads"))
                 return {"docs": n_docs, "rounds": rounds, "peak_bytes": peak_bytes(), "fold_bytes": fold_bytes(fold),
-                        "seconds": time.perf_counter() - start}
+                        "seconds": clock() - start}
 
             points.append(_child(measure))
     return {"points": points}
@@ -367,10 +392,10 @@ def linear(spec: dict[str, Any], device: str, workspace: Workspace) -> dict[str,
 
         config = {"methods": {"m": spec["method"]}, "metrics": spec.get("metrics"), "train": {}}
         reset_peak()
-        start = time.perf_counter()
+        start = clock()
         linear_run(resolve_linear(config, "m"), fold, workspace.scratch() / "run", method="m", seed=0, device="cpu",
                    quiet=True)
-        return {"docs": n_docs, "peak_bytes": peak_bytes(), "seconds": time.perf_counter() - start,
+        return {"docs": n_docs, "peak_bytes": peak_bytes(), "seconds": clock() - start,
                 "fold_bytes": fold_bytes(fold)}
 
     return _two_sizes(spec, workspace, measure)
@@ -393,11 +418,11 @@ def evaluate(spec: dict[str, Any], device: str, workspace: Workspace) -> dict[st
             runs.append({"method": f"m{k}", "seed": 0, "dir": str(run_dir)})
         gc.collect()
         reset_peak()
-        start = time.perf_counter()
+        start = clock()
         frame = evaluate_runs(fold, runs, spec["metrics"], dataset="calibration", fold="Fold1",
                               list_sizes=spec.get("list_sizes") or None, convention=spec.get("convention", "default"))
         write_frame(frame, scratch / "out.parquet")
-        return {"docs": n_docs, "peak_bytes": peak_bytes(), "seconds": time.perf_counter() - start,
+        return {"docs": n_docs, "peak_bytes": peak_bytes(), "seconds": clock() - start,
                 "fold_bytes": fold_bytes(fold)}
 
     return _two_sizes(spec, workspace, measure)
@@ -422,11 +447,11 @@ def prepare(spec: dict[str, Any], device: str, workspace: Workspace) -> dict[str
             _warm_prepare(workspace, spec)  # compiled code is compiled once per process: not per size
             gc.collect()
             reset_peak()
-            start = time.perf_counter()
+            start = clock()
             fold = prepare_fold("synthetic" if spec["synthetic"] else "calibration", "Fold1",
                                 workspace.scratch() / "out", options, files=files, log=lambda m: None)
             return {"docs": sum(s.n_docs for s in fold.splits.values()), "peak_bytes": peak_bytes(),
-                    "seconds": time.perf_counter() - start}
+                    "seconds": clock() - start}
 
         points.append(_child(measure))
     return _points(points)
@@ -468,9 +493,9 @@ def _summary(spec: dict[str, Any], n_q: int) -> dict[str, Any]:
         frame[metric] = rng.random(len(frame))
     gc.collect()
     reset_peak()
-    start = time.perf_counter()
+    start = clock()
     significance(frame, spec["metrics"], n_boot=int(spec["n_boot"]))
-    return {"peak_bytes": peak_bytes(), "seconds": time.perf_counter() - start}
+    return {"peak_bytes": peak_bytes(), "seconds": clock() - start}
 
 
 def process(spec: dict[str, Any], device: str, workspace: Workspace) -> dict[str, Any]:
@@ -534,12 +559,14 @@ def measure_many(kind: str, specs: list[dict[str, Any]], *, device: str, threads
             return measure_many(kind, specs, device=device, threads=threads, workspace=ws)
     threaded = [{**spec, "threads": threads} if kind == "gbdt" else spec for spec in specs]
     _threads.append(int(threads))  # read by the children; this process's environment is left alone
+    _clocks.append(clock_for(device, int(threads)))
     try:
         if kind in BATCHED:
             return BATCHED[kind](threaded, device, workspace)
         return [MEASURES[kind](spec, device, workspace) for spec in threaded]
     finally:
         _threads.pop()
+        _clocks.pop()
 
 
 __all__ = ["BATCHED", "KINDS", "MEASURES", "REFERENCE_LOSS", "measure", "measure_many", "preload"]

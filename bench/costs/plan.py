@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.config.jobs import Job, target_jobs
-from bench.costs.calibration import Calibration
+from bench.costs.calibration import Calibration, cpu_timed
 from bench.costs.model import Context, Projection, gib, hours, project
 
 
@@ -137,7 +137,9 @@ def plan_json(planned: list[PlannedJob], calibration: Calibration) -> dict[str, 
             "projected_gpu_peak_mb": None if pr is None or pr.gpu_bytes is None else round(pr.gpu_bytes / 2**20),
             "work": None if pr is None else pr.work, "upper_bound": None if pr is None else pr.bound,
             "note": None if pr is None else (pr.unsized or pr.note or None)})
-    return {"device": calibration.device.as_dict(), "calibration": str(calibration.path),
+    dev = calibration.device
+    return {"device": dev.as_dict(), "calibration": str(calibration.path),
+            "clock": "cpu" if cpu_timed(dev.kind, dev.threads) else "wall",
             "summaries": [s.__dict__ for s in summaries(planned)], "jobs": jobs}
 
 

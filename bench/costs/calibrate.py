@@ -136,7 +136,8 @@ def describe(kind: str, specs: list[dict[str, Any]]) -> str:
     if kind == "gbdt":
         return f"gbdt {spec['method'].get('gbdt')} {spec['method'].get('objective')}"
     if "sizes" in spec:
-        return f"{kind} at {' and '.join(f'{n:,}' for n in spec['sizes'])} documents"
+        unit = "queries" if kind == "summary" else "documents"
+        return f"{kind} at {' and '.join(f'{n:,}' for n in spec['sizes'])} {unit}"
     return kind
 
 

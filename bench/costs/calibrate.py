@@ -13,19 +13,25 @@ The ETA is the time left of every remaining measurement at :data:`PRIOR_SECONDS`
 cost on the 2-core reference machine, idle) scaled by how the measurements so far compared
 with theirs: a loaded or faster machine corrects it as it goes.
 
-An interrupt (Ctrl-C, ``SIGINT``) stops the measurement under way at once: its child process
-is killed and reaped (:func:`bench.perf.process.in_child`), the generated data removed, what
-was measured before it kept; ``ltr-bench plan`` prints one line saying so.
+On the CPU with one thread per job, where measurements time CPU seconds, as many batches run
+side by side as there are cores (:func:`side_by_side`): on 2 cores the calibration takes half
+the time. An interrupt (Ctrl-C, ``SIGINT``) stops the measurements under way at once: their
+processes are killed and reaped (:class:`bench.perf.process.Child`), the generated data
+removed, what was measured before kept; ``ltr-bench plan`` prints one line saying so.
 """
 
 from __future__ import annotations
 
+import functools
+import os
+import select
 import time
 from collections.abc import Callable
 from typing import Any
 
-from bench.costs.calibration import Calibration
+from bench.costs.calibration import Calibration, Device, cpu_timed
 from bench.costs.fakedata import Workspace
+from bench.perf.process import Child, start_child
 
 #: the order kinds are measured in (cheap and widely shared first, so that an interrupted
 #: calibration has projected the most jobs), and each one's seconds on the reference machine
@@ -96,30 +102,68 @@ def clock_text(seconds: float) -> str:
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
 
 
+def side_by_side(device: Device) -> int:
+    """How many measurements run at once: one per usable core for a calibration that times
+    CPU seconds (:func:`~bench.costs.calibration.cpu_timed`: a measurement's CPU seconds hardly
+    change with another beside it, its peak memory is its own process's), else one (wall-clock
+    times would include the other's)."""
+    if not cpu_timed(device.kind, device.threads):
+        return 1
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
 def calibrate(calibration: Calibration, needed: Needed, *, log: Callable[[str], None],
-              measure_many: MeasureMany | None = None, clock: Callable[[], float] = time.monotonic) -> Progress:
+              measure_many: MeasureMany | None = None, clock: Callable[[], float] = time.monotonic,
+              workers: int | None = None) -> Progress:
     """Measure every needed entry on the calibration's device, saving after each batch.
 
-    ``measure_many`` defaults to :func:`bench.costs.measure.measure_many` (tests pass a fake).
-    Returns the progress (measurements taken, time); an interrupt propagates after the
-    measurement under way is stopped (module docstring)."""
+    ``workers`` batches run side by side (default :func:`side_by_side`), each in a forked
+    process that leads its own process group (its measurements' children are in it), so an
+    interrupt kills them all. ``measure_many`` defaults to
+    :func:`bench.costs.measure.measure_many` (tests pass a fake; with one worker it runs in
+    this process). Returns the progress (measurements taken, time); an interrupt propagates
+    after the measurements under way are stopped (module docstring)."""
     if measure_many is None:
         from bench.costs import measure
 
         measure_many = measure.measure_many
     dev = calibration.device
+    workers = side_by_side(dev) if workers is None else workers
     progress = Progress(needed, clock)
+    queue = batches(needed)
+    running: dict[int, tuple[Child, str, list[tuple[str, dict[str, Any]]], float]] = {}
+
+    def finished(kind: str, group: list[tuple[str, dict[str, Any]]], results: list, started: float) -> None:
+        seconds = clock() - started
+        for (_, spec), result in zip(group, results):
+            calibration.put(kind, spec, result, seconds / len(group))
+        calibration.save()
+        progress.advance([kind] * len(group))
+        log(progress.line(describe(kind, [spec for _, spec in group]), seconds))
+
     with Workspace() as workspace:
-        for kind, group in batches(needed):
-            started = clock()
-            results = measure_many(kind, [spec for _, spec in group], device=dev.kind, threads=dev.threads,
-                                   workspace=workspace)
-            seconds = clock() - started
-            for (_, spec), result in zip(group, results):
-                calibration.put(kind, spec, result, seconds / len(group))
-            calibration.save()
-            progress.advance([kind] * len(group))
-            log(progress.line(describe(kind, [spec for _, spec in group]), seconds))
+        try:
+            while queue or running:
+                if workers == 1:  # in this process: one batch after the other
+                    kind, group = queue.pop(0)
+                    started = clock()
+                    finished(kind, group, measure_many(kind, [s for _, s in group], device=dev.kind,
+                                                       threads=dev.threads, workspace=workspace), started)
+                    continue
+                while queue and len(running) < workers:
+                    kind, group = queue.pop(0)
+                    child = start_child(functools.partial(measure_many, kind, [s for _, s in group], device=dev.kind,
+                                                          threads=dev.threads, workspace=workspace), group=True)
+                    running[child.fd] = (child, kind, group, clock())
+                ready, _, _ = select.select(list(running), [], [])
+                for fd in ready:
+                    child, kind, group, started = running[fd]
+                    if child.read_some():
+                        del running[fd]
+                        finished(kind, group, child.result(), started)
+        finally:
+            for child, *_ in running.values():
+                child.kill()
     return progress
 
 

@@ -24,6 +24,7 @@ import hashlib
 import math
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -127,12 +128,14 @@ def svmlight_files(folder: Path, shape: dict[str, Any], n_docs: int, seed: int =
 class Workspace:
     """The generated folds and files of one calibration, each made once (module docstring).
 
-    Use as a context manager: the folder is removed on exit, also on an interrupt.
+    Use as a context manager: the folder is removed on exit, also on an interrupt. Several
+    processes may share one workspace (a calibration measures side by side): each fold or set
+    of files is generated into a folder of its own and renamed into place, so a process finds
+    it whole or not at all (two may both generate it; the first rename wins).
     """
 
     def __init__(self) -> None:
         self._tmp: tempfile.TemporaryDirectory | None = None
-        self._made: dict[str, Any] = {}
 
     def __enter__(self) -> Workspace:
         self._tmp = tempfile.TemporaryDirectory(prefix="ltr-calibration-")
@@ -142,7 +145,6 @@ class Workspace:
         if self._tmp is not None:
             shutil.rmtree(self._tmp.name, ignore_errors=True)
             self._tmp = None
-        self._made.clear()
 
     @property
     def root(self) -> Path:
@@ -154,22 +156,28 @@ class Workspace:
         """A fresh empty folder (a measurement's run directory, a prepare's output)."""
         return Path(tempfile.mkdtemp(dir=self.root))
 
+    def _made(self, key: str, make: Callable[[Path], Any]) -> Path:
+        """``root/key``, made by ``make(folder)`` in a forked child unless it exists."""
+        path = self.root / key
+        if not path.exists():
+            part = self.scratch()
+            in_child(lambda: make(part))
+            try:
+                part.rename(path)
+            except OSError:  # another process renamed its copy first
+                shutil.rmtree(part, ignore_errors=True)
+        return path
+
     def fold(self, shape: dict[str, Any], n_docs: int) -> tuple[Path, int]:
         """A prepared fold of about ``n_docs`` documents of ``shape`` and its exact documents."""
-        key = f"fold-{_digest(shape)}-{n_docs}"
-        if key not in self._made:
-            path = self.root / key
-            self._made[key] = (path, int(in_child(lambda: fake_fold(path, shape, n_docs))))
-        return self._made[key]
+        path = self._made(f"fold-{_digest(shape)}-{n_docs}", lambda part: fake_fold(part / "fold", shape, n_docs))
+        return path / "fold", int(sum(np.load(f, mmap_mode="r").shape[0] for f in (path / "fold").glob("*/labels.npy")))
 
     def svmlight(self, shape: dict[str, Any], n_docs: int) -> dict[str, Path]:
         """SVMlight files of about ``n_docs`` documents of ``shape``."""
-        key = f"svmlight-{_digest(shape)}-{n_docs}"
-        if key not in self._made:
-            folder = self.root / key
-            in_child(lambda: {s: str(p) for s, p in svmlight_files(folder, shape, n_docs).items()})
-            self._made[key] = {s: folder / f"{s}.txt" for s in SPLITS}
-        return self._made[key]
+        path = self._made(f"svmlight-{_digest(shape)}-{n_docs}", lambda part: {
+            s: str(p) for s, p in svmlight_files(part, shape, n_docs).items()})
+        return {s: path / f"{s}.txt" for s in SPLITS}
 
 
 def _digest(spec: dict[str, Any]) -> str:

@@ -66,7 +66,7 @@ WARMUP_STEPS, MIN_STEPS, MAX_STEPS, STEP_SECONDS = 1, 3, 20, 0.5
 #: timed loss calls: after one warm-up call, until LOSS_SECONDS (at least one), at most MAX_STEPS
 LOSS_SECONDS = 0.15
 EVAL_DOCS = 10_000  # documents of the generated validation split of ``neural_eval``
-GBDT_ROUNDS = (2, 6)  # boosting rounds of the two GBDT measurements at each size
+GBDT_ROUNDS = (1, 4)  # boosting rounds of the two GBDT measurements at each size
 
 
 def preload() -> None:

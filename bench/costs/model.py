@@ -34,7 +34,7 @@ on ``[batch, list]`` scores less the reference loss's (time and working memory):
 pass into the model is the same whatever loss produced the scores' gradient.
 
 **GBDT run**: ``seconds = c(N) + R * r(N)`` with ``R = num_trees`` (early stopping may end
-sooner: an upper bound), ``c`` and ``r`` fitted from runs of 2 and 6 rounds
+sooner: an upper bound), ``c`` and ``r`` fitted from runs of 1 and 4 rounds
 (:data:`~bench.costs.measure.GBDT_ROUNDS`) at two sizes; peak fitted from the longer runs.
 **Linear, evaluate, prepare**: seconds and peak fitted at two sizes. Every fit is a straight
 line through the two measured sizes (``a + b N``; a negative slope, i.e. noise, is taken as 0).
@@ -71,8 +71,7 @@ MEASURED_BATCH = 16
 #: exceed the processor's caches, as a planned fold's do, so per-document rates carry over;
 #: 29,400 and 117,600 documents at MSLR's 136 features, 5,700 and 22,900 at Yahoo!'s 700
 VALUES = (4_000_000, 16_000_000)
-#: the same for a prepare that parses SVMlight text (about 12 bytes a value: 12 and 48 MB)
-PARSED_VALUES = (1_000_000, 4_000_000)
+
 #: the exact calibration's sizes: fractions of the planned fold, the smaller at least
 #: EXACT_MIN_DOCS; a synthetic prepare at 10 % and 25 % (generating 5 % more documents takes
 #: about a second, which drowned in start-up noise)
@@ -177,8 +176,8 @@ def shape_spec(shape: FoldShape) -> dict[str, Any]:
 def measured_sizes(shape: FoldShape, *, exact: bool, prepare: str | None = None) -> list[int]:
     """Documents of the two generated folds a size-dependent measurement of ``shape`` runs on.
 
-    Fast (the default): :data:`VALUES` feature values (:data:`PARSED_VALUES` for a ``prepare``
-    that parses files), a fold smaller than twice the first measured at half its size and whole.
+    Fast (the default): :data:`VALUES` feature values, a fold smaller than twice the first
+    measured at half its size and whole.
     Exact: :data:`EXACT_FRACTIONS` of the fold, the smaller at least :data:`EXACT_MIN_DOCS`
     documents. A ``prepare`` that generates a synthetic fold is measured at
     :data:`EXACT_PREPARE_FRACTIONS` of it either way: the generator's peak memory per document
@@ -188,15 +187,14 @@ def measured_sizes(shape: FoldShape, *, exact: bool, prepare: str | None = None)
 
     >>> from bench.data.shapes import FoldShape, SplitShape
     >>> fold = FoldShape(100, {s: SplitShape(100, 1_000_000) for s in ("train", "vali", "test")}, "published", True)
-    >>> measured_sizes(fold, exact=False), measured_sizes(fold, exact=False, prepare="parse")
-    ([40000, 160000], [10000, 40000])
+    >>> measured_sizes(fold, exact=False)
+    [40000, 160000]
     >>> measured_sizes(fold, exact=True)
     [150000, 300000]
     """
     total = shape.n_docs
     if not exact and prepare != "generate":
-        values = PARSED_VALUES if prepare == "parse" else VALUES
-        small, large = (max(1, v // max(shape.n_features, 1)) for v in values)
+        small, large = (max(1, v // max(shape.n_features, 1)) for v in VALUES)
         return [min(small, max(1, total // 2)), min(large, total)]
     base = EXACT_PREPARE_FRACTIONS if prepare == "generate" else EXACT_FRACTIONS
     small = max(base[0], min(0.5, EXACT_MIN_DOCS / max(total, 1)))

@@ -11,11 +11,14 @@ use it as the suites do. Linux only (``/proc``, ``fork``).
 - :func:`in_child`: run a function in a forked child and return its JSON-able result: a
   measurement's peak starts from the child's resident size at fork and cannot inflate the next.
   The child is always reaped, also when the parent is interrupted (``KeyboardInterrupt``):
-  it is killed first, so that no measurement outlives the command that started it.
+  it is killed first, so that no measurement outlives the command that started it;
+  :func:`start_child` starts one without waiting (several side by side), optionally as the
+  leader of its own process group, killed with everything it started.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -68,19 +71,67 @@ def trim_heap() -> None:
         pass
 
 
-def in_child(fn: Callable[[], Any], *, before: Callable[[], None] | None = None) -> Any:
-    """Run ``fn`` in a forked child; its JSON-able result, or RuntimeError with its traceback.
+class Child:
+    """A function running in a forked child (:func:`start_child`); :meth:`result` waits for it."""
+
+    def __init__(self, pid: int, fd: int) -> None:
+        self.pid, self.fd = pid, fd
+        self._chunks: list[bytes] = []
+
+    def read_some(self) -> bool:
+        """Read what the child has written; True once it has closed its end (finished)."""
+        chunk = os.read(self.fd, 1 << 16)
+        if chunk:
+            self._chunks.append(chunk)
+            return False
+        return True
+
+    def result(self) -> Any:
+        """Wait for the child and return its result (RuntimeError with its traceback if it failed);
+        an exception here (an interrupt) kills the child and its process group first."""
+        try:
+            while not self.read_some():
+                pass
+            _, status = os.waitpid(self.pid, 0)
+        except BaseException:
+            self.kill()
+            raise
+        finally:
+            os.close(self.fd)
+        text = b"".join(self._chunks).decode()
+        if not text:
+            raise RuntimeError(f"measurement child died (wait status {status}) before reporting")
+        payload = json.loads(text)
+        if "error" in payload:
+            raise RuntimeError("measurement failed in the child process:\n" + payload["error"])
+        return payload["ok"]
+
+    def kill(self) -> None:
+        """Kill the child, and every process it started when it leads its own group; reap it."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if os.getpgid(self.pid) == self.pid:
+                os.killpg(self.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, 0)
+
+
+def start_child(fn: Callable[[], Any], *, before: Callable[[], None] | None = None, group: bool = False) -> Child:
+    """Fork a child running ``fn`` (then ``os._exit``); its JSON-able result comes back through a pipe.
 
     ``before`` runs first in the child (e.g. setting its compute threads). The child's stdout
-    and stderr go to ``/dev/null`` (the code measured may log progress). A ``KeyboardInterrupt``
-    (or any exception) in the parent while it waits kills the child and reaps it before it
-    propagates.
+    and stderr go to ``/dev/null`` (the code measured may log progress) and it ignores SIGINT
+    (the parent decides, and kills it). ``group``: the child leads a new process group, so that
+    :meth:`Child.kill` takes the processes it starts with it.
     """
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: never return into the caller's stack
         os.close(r)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it kills this child
+        if group:
+            os.setpgid(0, 0)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         quiet = os.open(os.devnull, os.O_WRONLY)
         os.dup2(quiet, 1)
         os.dup2(quiet, 2)
@@ -94,30 +145,14 @@ def in_child(fn: Callable[[], Any], *, before: Callable[[], None] | None = None)
             json.dump(payload, out)
         os._exit(0)
     os.close(w)
-    reaped = False
-    try:
-        with os.fdopen(r) as inp:
-            text = inp.read()
-        _, status = os.waitpid(pid, 0)
-        reaped = True
-    finally:
-        if not reaped:
-            _kill(pid)
-    if not text:
-        raise RuntimeError(f"measurement child died (wait status {status}) before reporting")
-    payload = json.loads(text)
-    if "error" in payload:
-        raise RuntimeError("measurement failed in the child process:\n" + payload["error"])
-    return payload["ok"]
+    if group:
+        with contextlib.suppress(OSError):  # set here too: no race with a kill before the child ran
+            os.setpgid(pid, pid)
+    return Child(pid, r)
 
 
-def _kill(pid: int) -> None:
-    """Kill and reap a child (it may already be gone)."""
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    try:
-        os.waitpid(pid, 0)
-    except ChildProcessError:
-        pass
+def in_child(fn: Callable[[], Any], *, before: Callable[[], None] | None = None) -> Any:
+    """Run ``fn`` in a forked child and wait: its JSON-able result, or RuntimeError with its
+    traceback. A ``KeyboardInterrupt`` (or any exception) in the parent while it waits kills
+    the child and reaps it before it propagates."""
+    return start_child(fn, before=before).result()

@@ -49,7 +49,26 @@ def test_each_batch_is_saved_as_it_is_measured_and_an_interrupt_keeps_them(tmp_p
 
     lines = []
     with pytest.raises(KeyboardInterrupt):
-        calibrate.calibrate(cal, needed, log=lines.append, measure_many=measure_many)
+        calibrate.calibrate(cal, needed, log=lines.append, measure_many=measure_many, workers=1)
     kept = load_calibration(cal.path)
     assert calls == ["process", "linear", "gbdt"] and len(lines) == 2
     assert sorted(e["kind"] for e in kept.entries.values()) == ["linear", "process"]
+
+
+def test_batches_side_by_side_in_forked_workers(tmp_path):
+    """Two workers: every batch measured once in a child process, all saved, the order of the
+    progress lines the order they finished."""
+    cal = Calibration(Device("cpu", "x", 1), {}, tmp_path / "cal.json")
+    needed = _needed(["process", "linear", "linear", "evaluate", "summary"])
+
+    def measure_many(kind, specs, **kw):
+        import os
+
+        return [{"pid": os.getpid(), "i": spec["i"]} for spec in specs]
+
+    lines = []
+    done = calibrate.calibrate(cal, needed, log=lines.append, measure_many=measure_many, workers=2)
+    kept = load_calibration(cal.path)
+    assert done.done == 5 and len(lines) == 5 and lines[-1].startswith("calibrating 5/5 (100%)")
+    assert sorted(e["result"]["i"] for e in kept.entries.values()) == [0, 1, 2, 3, 4]
+    assert __import__("os").getpid() not in {e["result"]["pid"] for e in kept.entries.values()}

@@ -57,16 +57,20 @@ def test_status_of_a_study_that_has_not_started(tmp_path):
     assert "listsize_table3" in out.stdout and "remaining" in out.stdout
 
 
-def _children(pid: int) -> set[int]:
-    """Processes whose parent is ``pid`` (from /proc)."""
-    out = set()
+def _descendants(pid: int) -> set[int]:
+    """Every process below ``pid`` (children, their children ...), from /proc."""
+    parents = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
             continue
-        if int(fields[1]) == pid:
-            out.add(int(stat.parent.name))
+    out, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        kids = {c for c, parent in parents.items() if parent == p}
+        todo += list(kids - out)
+        out |= kids
     return out
 
 
@@ -87,9 +91,11 @@ def test_ctrl_c_stops_the_calibration_at_once_with_one_line_and_no_child_left(tm
             assert line, "".join(lines)
             lines.append(line)
         deadline = time.monotonic() + 120
-        while not (children := _children(proc.pid)) and time.monotonic() < deadline:  # a measurement under way
+        while not (children := _descendants(proc.pid)) and time.monotonic() < deadline:  # measurements under way
             time.sleep(0.05)
         assert children, "no measurement child seen"
+        time.sleep(1)  # the workers' own measurement children started too
+        children = _descendants(proc.pid)
         proc.send_signal(signal.SIGINT)
         rest = proc.communicate(timeout=60)[1]
     finally:

@@ -12,7 +12,7 @@ from bench.config.run import resolve_train
 from bench.config.validate import load_config
 from bench.costs.calibration import Calibration, Device
 from bench.costs.measure import REFERENCE_LOSS
-from bench.costs.model import VALUES, Context, line, peak_fit, project, shape_spec
+from bench.costs.model import BIN_BYTES, VALUES, Context, line, peak_fit, project, shape_spec
 from bench.data.shapes import FoldShape, SplitShape
 from bench.training.budget import Budget
 
@@ -101,14 +101,18 @@ def test_gbdt_projection_separates_rounds_from_the_rest():
     w = {"experiment": "neuralndcg", "dataset": "mslr-like", "fold": "Fold1", "method": "xgboost_pairwise", "seed": 0}
     job = Job("gbdt", plan.RUN.format(**w), w)
     (kind, spec), = project(ctx, job).missing.values()
-    points = [{"docs": d, "rounds": r, "seconds": 1.0 * d / 1000 + r * 0.01 * d / 1000, "peak_bytes": 10 * d,
-               "fold_bytes": 4 * d} for d in (1000, 2000) for r in (1, 4)]
+    shape = ctx.shape("mslr-like", "Fold1")
+    binned = BIN_BYTES * shape.n_features  # the library's binned copy, per document
+    points = [{"docs": d, "rounds": r, "seconds": 1.0 * d / 1000 + r * 0.01 * d / 1000,
+               "peak_bytes": 300e6 + (4 + binned) * d + (50e6 if d == 2000 else 0), "fold_bytes": 4 * d}
+              for d in (1000, 2000) for r in (1, 4)]
     ctx.calibration.put(kind, spec, {"points": points}, 0.0)
     proj = project(ctx, job)
     n = ctx.shape("mslr-like", "Fold1").n_docs
     assert proj.rounds == 20 and proj.bound
     assert proj.seconds == pytest.approx(n / 1000 + 20 * 0.01 * n / 1000)
-    assert proj.host_bytes == pytest.approx(ctx.shape("mslr-like", "Fold1").nbytes + 6 * n, rel=1e-6)
+    # the fold + the binned copy at n + the rest as at the larger size (300 MB + 50 MB of trees: not scaled)
+    assert proj.host_bytes == pytest.approx(shape.nbytes + binned * n + 350e6, rel=1e-6)
 
 
 def test_unknown_shapes_and_sinkprop_are_unsized_with_a_reason():

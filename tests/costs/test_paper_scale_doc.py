@@ -21,7 +21,7 @@ DOC = ROOT / "docs" / "paper-scale.md"
 
 def _number(pattern: str) -> int:
     text = " ".join(DOC.read_text(encoding="utf-8").split())  # sentences may wrap
-    match = re.search(pattern, text)
+    match = re.search(pattern, text, re.IGNORECASE)
     assert match, f"docs/paper-scale.md has no sentence matching {pattern!r}"
     return int(match.group(1).replace(",", ""))
 

@@ -35,10 +35,10 @@ from bench.perf.process import Child, start_child
 
 #: the order kinds are measured in (cheap and widely shared first, so that an interrupted
 #: calibration has projected the most jobs), and each one's seconds on the reference machine
-#: (the paper profile's calibration, CPU seconds per measurement, rounded up)
+#: (the paper profile's calibration, CPU seconds per measurement)
 PRIOR_SECONDS: dict[str, float] = {
-    "process": 7.0, "loss_step": 0.3, "model_step": 1.0, "neural_eval": 0.8, "summary": 4.0,
-    "neural_data": 1.0, "evaluate": 1.2, "linear": 1.2, "prepare": 5.0, "gbdt": 6.0,
+    "process": 6.8, "loss_step": 0.41, "model_step": 1.0, "neural_eval": 0.5, "summary": 2.6,
+    "neural_data": 0.53, "evaluate": 1.1, "linear": 1.1, "prepare": 7.2, "gbdt": 6.6,
 }
 LOSS_BATCH = 24  # losses measured in one child (one progress line)
 

@@ -102,10 +102,18 @@ class _Jobs:
     def evaluation(self, name: str, dataset: str) -> None:
         ev = plan.evaluation(self.config, name, dataset)
         for fold in ev.folds:
-            with self.upstream() as runs:
-                self.runs(ev.experiment, dataset, fold, ev.methods, ev.seeds)
-            self.add("evaluate", plan.EVALUATED.format(name=name, dataset=dataset, fold=fold), runs,
+            with self.upstream() as inputs:
+                with self.upstream() as runs:
+                    self.runs(ev.experiment, dataset, fold, ev.trained, ev.seeds)
+                self.selection(name, dataset, fold, runs)
+            self.add("evaluate", plan.EVALUATED.format(name=name, dataset=dataset, fold=fold), inputs,
                      name=name, dataset=dataset, fold=fold)
+
+    def selection(self, name: str, dataset: str, fold: str, runs: list[str]) -> None:
+        """The ``select`` job an evaluation of ``name`` keeps its chosen grid points by (if any),
+        which needs the ``runs`` it chooses among."""
+        for out in plan.evaluation_selection(self.config, name, dataset, fold):
+            self.add("select", out, runs, table=name, dataset=dataset, fold=fold)
 
     def table(self, table: str, *, render: bool = True) -> None:
         with self.upstream() as evaluated:
@@ -116,6 +124,8 @@ class _Jobs:
         if render:
             for out in plan.table_outputs(self.config, table)[:1]:
                 self.add("table", out, [*evaluated, stats], table=table)
+            for out in plan.selection_table_outputs(self.config, table)[:1]:
+                self.add("selection_table", out, evaluated, table=table)
 
     def figure(self, figure: str) -> None:
         spec = self.config["figures"][figure]
@@ -162,7 +172,9 @@ class _Jobs:
                 dataset = plan.resolve_role(self.config, spec["dataset"], self.config["tables"][table])
                 ev = plan.evaluation(self.config, table, dataset)
                 for fold in ev.folds:
-                    self.runs(ev.experiment, dataset, fold, ev.methods, ev.seeds)
+                    with self.upstream() as runs:
+                        self.runs(ev.experiment, dataset, fold, ev.trained, ev.seeds)
+                    self.selection(table, dataset, fold, runs)
         self.add("computed_table", plan.computed_table_outputs(self.config, name)[0], inputs, table=name)
 
     def freeze(self) -> None:

@@ -130,3 +130,17 @@ def test_shape_spec_is_a_histogram_of_lengths():
     assert sum(train["lengths"]["counts"]) == train["n_queries"] == 18_919
     assert sum(v * c for v, c in zip(train["lengths"]["values"], train["lengths"]["counts"])) == train["n_docs"]
     assert math.isclose(train["n_docs"] / train["n_queries"], 120.0, rel_tol=0.01)
+
+
+def test_the_scaling_timings_are_bounded_by_their_own_budget():
+    """``curves x sizes x 2 x max_seconds``, with the PiRank variants the suite times (its own table)."""
+    from bench.costs.model import SCALING_PIRANK_CURVES
+    from bench.perf.scaling import PIRANK_STATED
+
+    assert SCALING_PIRANK_CURVES == len(PIRANK_STATED)
+    config = load_config("config/paper.yaml")
+    spec = config["figures"]["scaling_figure"]
+    job = Job("perf_scaling", plan.SCALING_CSV, {})
+    proj = project(Context(config, Calibration(Device("cpu", "test cpu", 1))), job)
+    curves = len(PIRANK_STATED) + len(set(spec["losses"]) - {"pirank_ndcg"})
+    assert proj.complete and proj.bound and proj.seconds == curves * len(spec["sizes"]) * 2 * spec["max_seconds"]

@@ -30,7 +30,7 @@ STAGES: dict[str, tuple[str, ...]] = {
     "bench.report.cli": ("table", "figure", "compare-table", "computed-table", "coverage", "selection-table"),
     "bench.frozen": ("freeze", "check-frozen"),
     "bench.perf.cli": ("perf",),
-    "bench.costs.cli": ("plan", "status"),
+    "bench.costs.cli": ("plan", "status", "plan-check"),
 }
 JOB_SERVER = "job-server"  # served by this module itself (bench.jobserver runs run_command)
 

@@ -81,8 +81,7 @@ def prepare_options(wildcards):
 
 
 def run_config_json(wildcards):
-    run = _planned(plan.run_config)(wildcards.experiment, wildcards.dataset, wildcards.method)
-    return json.dumps(run, indent=2, sort_keys=True) + "\n"
+    return _planned(plan.run_config_text)(wildcards.experiment, wildcards.dataset, wildcards.method)
 
 
 def run_command(wildcards):

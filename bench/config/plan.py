@@ -24,6 +24,7 @@ validate_config`) first.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -267,6 +268,13 @@ def vali_curve_list_size(config: dict[str, Any], experiment: str, dataset: str, 
     if dataset != resolve_role(config, spec["dataset"]) or method not in spec["methods"]:
         return None
     return int(spec["vali_list_size"])
+
+
+def run_config_text(config: dict[str, Any], experiment: str, dataset: str, method: str) -> str:
+    """:func:`run_config` as the file the workflow writes (``RUN_CONFIG``): sorted, indented
+    JSON. ``ltr-bench status`` compares a run config on disk with it: another text means the
+    run was made with other settings (another profile's) and is not this study's."""
+    return json.dumps(run_config(config, experiment, dataset, method), indent=2, sort_keys=True) + "\n"
 
 
 def protocol_section(config: dict[str, Any], protocol: str, method: str, key: str) -> dict[str, Any] | None:

@@ -292,4 +292,4 @@ def test_cli_prepare(tmp_path, capsys):
     assert cli_main(["datasets", "--raw-dir", str(tmp_path / "raw"),
                      "--prepared-dir", str(tmp_path / "prepared")]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("synthetic"))
-    assert "prepared" in line
+    assert line.split()[1:4] == ["generated", "generated", "1"]  # obtain, archive, prepared folds

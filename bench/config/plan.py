@@ -180,7 +180,7 @@ def method_spec(config: dict[str, Any], experiment: str, method: str) -> dict[st
         if method in extra:
             return extra[method]
     if method not in config["methods"]:
-        raise ConfigError(f"unknown method '{method}' (config key 'methods')")
+        raise ConfigError(f"config key 'methods': {schema.unknown_name(method, config['methods'], 'method')}")
     return config["methods"][method]
 
 

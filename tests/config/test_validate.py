@@ -82,7 +82,7 @@ def test_unknown_key_fails_naming_it(default_raw, path, value, key):
 
 def test_a_misspelt_key_gets_a_did_you_mean(default_raw):
     message = _error(_with(default_raw, ["protocols", "pirank", "train", "bach_size"], 3))
-    assert message.endswith("; did you mean 'batch_size'?")
+    assert message.endswith("; did you mean 'batch_size' or 'eval_batch_size'?")
     assert "did you mean" not in _error(_with(default_raw, ["bogus"], 1))  # nothing close: no guess
 
 

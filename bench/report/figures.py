@@ -154,8 +154,18 @@ def read_curves(runs) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def temperature_figure(curves: pd.DataFrame, metrics: list[str]):
-    """Validation metrics and training loss per epoch, one line per temperature label."""
+def _title(fig, text: str | None, height_in: float) -> None:
+    """The figure's title above its panels (``text`` None: none), room made for it."""
+    if text:
+        fig.suptitle(text, fontsize=10)
+        fig.tight_layout(rect=(0, 0, 1, 1 - 0.3 / height_in))
+    else:
+        fig.tight_layout()
+
+
+def temperature_figure(curves: pd.DataFrame, metrics: list[str], subject: str | None = None):
+    """Validation metrics and training loss per epoch, one line per temperature label; the title
+    names ``subject`` (the loss and dataset, :func:`bench.config.plan.figure_subject`)."""
     mean = curves.groupby(["label", "epoch"], sort=False).mean(numeric_only=True).reset_index()
     labels = list(dict.fromkeys(curves["label"]))
     panels = [*metrics, "train_loss", "relaxed"]
@@ -184,7 +194,7 @@ def temperature_figure(curves: pd.DataFrame, metrics: list[str]):
         ax.legend(fontsize=6)
     for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)
-    fig.tight_layout()
+    _title(fig, subject and f"Temperature: {subject}", 3.3 * nrows)
     return fig
 
 
@@ -209,7 +219,9 @@ def listsize_data(stats: pd.DataFrame, dataset: str, l_train: dict[str, int], li
     return pd.DataFrame(rows)
 
 
-def listsize_figure(data: pd.DataFrame):
+def listsize_figure(data: pd.DataFrame, subject: str | None = None):
+    """Relative change per test list size, one line per training list size; the title names
+    ``subject`` (the loss and dataset)."""
     metrics = list(dict.fromkeys(data.metric))
     fig, axes = plt.subplots(1, len(metrics), figsize=(3.6 * len(metrics), 3.4), squeeze=False, sharey=True)
     base = int(data.l_train.min())
@@ -228,7 +240,7 @@ def listsize_figure(data: pd.DataFrame):
         ax.grid(True, alpha=0.3)
     axes.flat[0].set_ylabel(f"relative change over L_train = {base} (%)")
     axes.flat[-1].legend(fontsize=7)
-    fig.tight_layout()
+    _title(fig, subject and f"Training vs test list size: {subject}", 3.4)
     return fig
 
 

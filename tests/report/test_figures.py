@@ -67,8 +67,9 @@ def test_listsize_relative_change_over_smallest_training_size():
     assert rel[(10, 10)] == 0.0
     assert rel[(10, 40)] == pytest.approx(5.0)
     assert rel[(20, 40)] == pytest.approx(20.0)
-    fig = F.listsize_figure(data)
+    fig = F.listsize_figure(data, "loss pirank_ndcg on syn-web")
     assert "relative change over L_train = 10 (%)" in fig.axes[0].get_ylabel()
+    assert fig.get_suptitle() == "Training vs test list size: loss pirank_ndcg on syn-web"
 
 
 def test_temperature_figure_from_curves(tmp_path):
@@ -80,9 +81,21 @@ def test_temperature_figure_from_curves(tmp_path):
                       "vali_ndcg@1": [0.2, 0.3, 0.35], "vali_ndcg@10": [0.4, 0.45, 0.5]}).to_csv(d / "curve.csv")
         runs[tau] = [d]
     curves = F.read_curves(runs)
-    fig = F.temperature_figure(curves, ["ndcg@1", "ndcg@10"])
+    fig = F.temperature_figure(curves, ["ndcg@1", "ndcg@10"], "loss pirank_ndcg on syn-web")
+    assert fig.get_suptitle() == "Temperature: loss pirank_ndcg on syn-web"
     titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
     assert titles[:2] == ["validation NDCG@1", "validation NDCG@10"]
     assert titles[2] == "training loss" and "1 - training loss" in titles[3]
     with pytest.raises(FileNotFoundError, match="curve.csv"):
         F.read_curves({"x": [tmp_path / "missing"]})
+
+
+@pytest.mark.parametrize("profile, dataset", [((), "syn-web"), (("config/paper.yaml",), "MSLR-WEB30K")])
+def test_temperature_and_listsize_figures_name_loss_and_dataset(profile, dataset):
+    """The spec of each figure names what it shows (its image's title), from the config."""
+    from bench.config import plan
+    from bench.config.validate import load_config
+
+    config = load_config(*profile)
+    for figure in ("temperature_figure", "listsize_figure"):
+        assert plan.figure_spec(config, figure)["subject"] == f"loss pirank_ndcg on {dataset}"

@@ -323,7 +323,8 @@ def _train_xgboost(g: GbdtFit) -> tuple[np.ndarray, dict[str, Any]]:
     booster = None
     if g.want_gpu and "device" not in cfg["params"]:
         if not xgb.build_info().get("USE_CUDA", False):
-            log("XGBoost was built without CUDA; training on CPU")
+            log("XGBoost was built without CUDA (xgboost-cpu, what `pip install -e .` brings; docs/install.md, "
+                "\"XGBoost on a GPU\", swaps in the CUDA build); training on CPU")
         else:
             try:
                 booster = fit("cuda")

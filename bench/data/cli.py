@@ -16,6 +16,9 @@
 source files (hashed by prepare), default ``results/cache/source-sha256``: nothing is written
 next to the user's data. Errors the user can fix arrive here as :class:`bench.errors.BenchError`
 (one line from ``ltr-bench``); nothing is caught wholesale, so a bug keeps its traceback.
+``fetch`` and ``prepare`` write a progress line at the start and at least every
+:func:`bench.training.progress.interval_seconds` (the training jobs' heartbeat), naming what
+they do: a download or a parse of a large fold runs for minutes.
 """
 
 from __future__ import annotations
@@ -97,12 +100,29 @@ def _cmd_datasets(args) -> int:
     return 0
 
 
+def _heartbeat(kind: str, label: str, phase: str):
+    """The job's progress lines (:class:`bench.training.progress.Reporter`, no record file): one
+    at the start and one at least every interval while a download, an extraction or a parse runs
+    for minutes; ``log`` prints a message and makes it the phase the next lines name."""
+    from bench.training.progress import Reporter
+
+    reporter = Reporter(None, kind=kind, unit="file", label=label, phase=phase)
+
+    def log(message: str) -> None:
+        print(message, flush=True)
+        reporter.phase = message
+
+    return reporter, log
+
+
 def _cmd_fetch(args) -> int:
     from bench.data.fetch import fetch
 
     ds = _dataset(args.name, _registry(args), "fetch")
-    out = fetch(ds, args.raw_dir, url=args.url, extract=not args.no_extract,
-                checksum_cache=args.checksum_cache)
+    reporter, log = _heartbeat("fetch", ds.name, "looking for the archive")
+    with reporter:
+        out = fetch(ds, args.raw_dir, url=args.url, extract=not args.no_extract,
+                    checksum_cache=args.checksum_cache, log=log)
     print(f"{ds.name}: ready in {out}")
     return 0
 
@@ -112,9 +132,12 @@ def _cmd_prepare(args) -> int:
 
     registry = _registry(args)
     _dataset(args.source, registry, "prepare")
-    fold = prepare_fold(args.source, args.fold, args.out, _options(args.options),
-                        raw_dir=args.raw_dir, registry=registry, force=args.force,
-                        checksum_cache=args.checksum_cache)
+    reporter, log = _heartbeat("prepare", f"{args.source}/{args.fold}",
+                               "preparing (reading or generating the splits, filtering, normalising, writing)")
+    with reporter:
+        fold = prepare_fold(args.source, args.fold, args.out, _options(args.options),
+                            raw_dir=args.raw_dir, registry=registry, force=args.force,
+                            checksum_cache=args.checksum_cache, log=log)
     print(f"{args.out}: fingerprint {fold.fingerprint}")
     return 0
 

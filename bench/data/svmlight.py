@@ -11,7 +11,8 @@ query_id=True)`` followed by ``X.toarray()`` and ``y.astype(np.float32)`` on eve
 trailing whitespace, blank or comment-only lines, which are skipped).
 
 How it is fast: the file is memory-mapped and parsed as raw bytes by two numba kernels that
-run in parallel over line-aligned chunks. Pass 1 counts the data lines of each chunk and finds
+run in parallel over line-aligned chunks (without the GIL: a job's progress heartbeat,
+:mod:`bench.training.progress`, keeps writing its lines during a long parse). Pass 1 counts the data lines of each chunk and finds
 the largest feature index (the last index of a line, since indices ascend); it only looks for
 newlines, ``#`` and NUL, 64 bytes at a time in a vectorised test. Pass 2 parses every number
 straight into the preallocated dense matrix in one forward pass per line (a token ends at
@@ -444,7 +445,7 @@ def _find_newline(buf, i, end):
     return i
 
 
-@njit(parallel=True)
+@njit(parallel=True, nogil=True)
 def _scan(buf, starts, ends, nrows, maxidx, err):
     """Pass 1: per chunk, count data lines and the largest (= last) feature index of a line.
 
@@ -507,7 +508,7 @@ def _skip_blank(buf, k, end):
     return k
 
 
-@njit(parallel=True)
+@njit(parallel=True, nogil=True)
 def _fill(buf, starts, ends, row0, n_features, null_value, X, y, qid, rowoff,
           slow_row, slow_col, slow_pos, nslow, err):
     """Pass 2: parse every data line of each chunk into row ``row0[c] + k`` of X, y, qid.

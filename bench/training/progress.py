@@ -66,7 +66,7 @@ from bench.errors import BenchError
 
 INTERVAL_S = 30.0
 INTERVAL_ENV = "LTR_BENCH_PROGRESS_SECONDS"
-KINDS = ("neural", "gbdt", "linear", "sinkprop_protocol")
+KINDS = ("neural", "gbdt", "linear", "sinkprop_protocol", "fetch", "prepare")  # the last two: lines only
 
 
 def interval_seconds() -> float:

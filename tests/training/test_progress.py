@@ -323,3 +323,37 @@ def test_a_slow_load_is_reported_while_it_lasts(prepared, tmp_path, monkeypatch,
     loading = [ln for ln in err if ln.startswith(f"progress {method}/0: loading the fold, elapsed ")]
     assert len(loading) >= 4
     assert (out / "run.json").exists() and not progress_path(out).exists()
+
+
+@pytest.mark.parametrize("command, module, name", [
+    (["prepare", "synthetic", "--fold", "Fold1", "--options", '{"n_queries": 6, "list_length": 4, "n_features": 3}'],
+     "bench.data.prepare", "prepare_fold"),
+    (["fetch", "mslr-web10k"], "bench.data.fetch", "fetch"),
+])
+def test_fetch_and_prepare_report_while_they_run(tmp_path, monkeypatch, capsys, command, module, name):
+    """The data jobs get the same heartbeat: a line at the start, then one every interval while
+    the work (here held until three lines have come: counted, not timed) goes on."""
+    import importlib
+
+    from bench.cli import main as cli_main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(INTERVAL_ENV, "0.01")
+    lines = threading.Semaphore(0)
+    real_format = progress.format_line
+
+    def counting_format(*args, **kwargs):
+        lines.release()
+        return real_format(*args, **kwargs)
+
+    def slow(*args, log, **kwargs):
+        for _ in range(4):  # the opening line and three heartbeat lines
+            assert lines.acquire(timeout=120), "no progress line while the job works"
+        log("done waiting")
+        return tmp_path if name == "fetch" else type("Fold", (), {"fingerprint": "f"})()
+
+    monkeypatch.setattr(progress, "format_line", counting_format)
+    monkeypatch.setattr(importlib.import_module(module), name, slow)
+    assert cli_main([*command, *(["--out", "p"] if name == "prepare_fold" else [])]) == 0
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("progress ")]
+    assert len(err) >= 4 and err[0].endswith(", elapsed 0.0s")

@@ -193,10 +193,11 @@ class _RoundProgress:
             self.best, self.best_at = value, done
         if done == 1:  # its time is the library's set-up (LightGBM bins the data here), not a round's
             self.t_last, self.n_last = time.perf_counter(), 1
-            self.reporter.phase = None  # counting rounds from here
+            self.reporter.phase = f"round 1/{self.total} done (with the library's set-up); timing the next rounds"
             return
         if not self.reporter.due():
             return
+        self.reporter.phase = None  # a counted line
         now = time.perf_counter()
         self.unit_s = (now - self.t_last) / max(done - self.n_last, 1)
         self.t_last, self.n_last = now, done

@@ -339,8 +339,9 @@ def _load8(buf, k):
     Read through an unsigned index so that LLVM merges the eight byte loads into one: with a
     signed index numba fixes up a negative one at each load (a compare and a select), and the
     loads stayed apart. The parse's CPU time fell by 26% (0.326 -> 0.242 CPU s on the perf
-    suite's 70 MB MSLR-format file, best of 5, one thread; docs/performance.md, "Parsing
-    against scikit-learn"). Reading the other bytes the same way gained nothing more.
+    suite's 70 MB MSLR-format file, best of 5, one thread; see
+    docs/performance.md, "Parsing against scikit-learn"). Reading the other bytes the same
+    way gained nothing more.
     """
     u = np.uint64(k)
     return (np.uint64(buf[u]) | (np.uint64(buf[u + np.uint64(1)]) << np.uint64(8))

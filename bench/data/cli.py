@@ -16,9 +16,9 @@
 source files (hashed by prepare), default ``results/cache/source-sha256``: nothing is written
 next to the user's data. Errors the user can fix arrive here as :class:`bench.errors.BenchError`
 (one line from ``ltr-bench``); nothing is caught wholesale, so a bug keeps its traceback.
-``fetch`` and ``prepare`` write a progress line at the start and at least every
-:func:`bench.training.progress.interval_seconds` (the training jobs' heartbeat), naming what
-they do: a download or a parse of a large fold runs for minutes.
+``fetch`` and ``prepare`` write a progress line at least every
+:func:`bench.training.progress.interval_seconds` (the training jobs' heartbeat, without its
+opening line), naming what they do: a download or a parse of a large fold runs for minutes.
 """
 
 from __future__ import annotations
@@ -102,11 +102,12 @@ def _cmd_datasets(args) -> int:
 
 def _heartbeat(kind: str, label: str, phase: str):
     """The job's progress lines (:class:`bench.training.progress.Reporter`, no record file): one
-    at the start and one at least every interval while a download, an extraction or a parse runs
-    for minutes; ``log`` prints a message and makes it the phase the next lines name."""
+    at least every interval while a download, an extraction or a parse runs for minutes (none
+    at the start: a quick job, or one that stops at once with its one-line error, prints what it
+    did before); ``log`` prints a message and makes it the phase the next lines name."""
     from bench.training.progress import Reporter
 
-    reporter = Reporter(None, kind=kind, unit="file", label=label, phase=phase)
+    reporter = Reporter(None, kind=kind, unit="file", label=label, phase=phase, opening=False)
 
     def log(message: str) -> None:
         print(message, flush=True)

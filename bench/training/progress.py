@@ -182,17 +182,19 @@ class Reporter:
     monotonic clock the interval is measured on (the tests may pass their own). ``total``:
     the steps or rounds the job will count, 0 while unknown. ``phase``: what the job does
     first (see the module docstring). As a context manager (``with Reporter(...) as r:``) it
-    writes the first line and record at once and runs the heartbeat until the block ends.
+    writes the first line and record at once (``opening``; else the first comes one interval
+    in: a job that is often quick, e.g. ``fetch`` of a verified archive, then says nothing
+    more than before, its one-line errors included) and runs the heartbeat until the block ends.
     """
 
     def __init__(self, run_dir: str | os.PathLike | None, *, kind: str, unit: str, label: str = "",
                  echo: bool = True, clock: Callable[[], float] = time.perf_counter, total: int = 0,
-                 phase: str | None = None) -> None:
+                 phase: str | None = None, opening: bool = True) -> None:
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
         self.run_dir = None if run_dir is None else Path(run_dir)
         self.kind, self.unit, self.label, self.echo, self.clock = kind, unit, label, echo, clock
-        self.total, self.phase = total, phase
+        self.total, self.phase, self.opening = total, phase, opening
         self.interval = interval_seconds()
         self.started = time.time()
         self.t0 = clock()  # the job's start on ``clock``
@@ -250,7 +252,10 @@ class Reporter:
                 return
 
     def __enter__(self) -> Reporter:
-        self.beat()  # the first line, at the job's start
+        if self.opening:
+            self.beat()  # the first line, at the job's start
+        else:
+            self.last_line = self.clock()  # the first line one interval in: a quick job stays silent
         if self.interval > 0:
             self._thread = threading.Thread(target=self.heartbeat, args=(self._stop.wait,), daemon=True,
                                             name="progress-heartbeat")

@@ -95,7 +95,7 @@ def test_parse_suite_checks_identical_arrays_and_reports_both_targets(quick_all)
     rows = md_tables(text)[0][2:]
     assert [r[0] for r in rows] == ["scikit-learn load_svmlight_file + toarray", "bench read_svmlight (1 numba thread)",
                                     f"bench read_svmlight ({numba.get_num_threads()} numba threads)"]
-    assert all(float(r[2]) > 0 for r in rows) and "Per CPU second" in text
+    assert all(float(r[2]) >= 0 for r in rows) and "Per CPU second" in text  # CPU seconds (0.00 on --quick)
 
 
 def test_study_lists_the_slowest_jobs_first(quick_all):

@@ -23,7 +23,7 @@ wrote (a protocol's ``train`` lists its own keys, not every default).
 >>> resolve("train", ({"bach_size": 3}, "methods.m.train"))  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-bench.errors.ConfigError: config key 'methods.m.train.bach_size': unknown key 'bach_size' (known keys here: amp, batch_size, ...)
+bench.errors.ConfigError: config key 'methods.m.train.bach_size': unknown key 'bach_size' (known keys here: ...)...
 """
 
 from __future__ import annotations

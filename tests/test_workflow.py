@@ -233,6 +233,7 @@ def test_all_on_the_default_profile_produces_every_table_figure_and_the_report(t
         assert (tmp_path / f"reports/figures/{figure}.png").read_bytes()[:4] == b"\x89PNG"
         assert (tmp_path / f"reports/figures/{figure}.pdf").read_bytes()[:4] == b"%PDF"
     assert (tmp_path / "reports/report.html").stat().st_size > 10_000
+    assert f"The study's report: {(tmp_path / 'reports/report.html').resolve()}" in proc.stdout + proc.stderr
     # ARF's row selected on validation (issue 32): the selection table marks the chosen point
     assert "| **✓** |" in (tmp_path / "reports/tables/arf_table2_selection.md").read_text(encoding="utf-8")
     print(f"snakemake --cores 2 all: {elapsed:.0f} s")

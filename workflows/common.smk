@@ -140,3 +140,12 @@ def computed_table_inputs(wildcards):
 
 def computed_table_spec_json(wildcards):
     return _sorted_json(_planned(plan.computed_table_spec)(wildcards.table))
+
+
+def table_labels(fmt):
+    # the report's Results -> Tables lists each table by its title (the target beside it)
+    def labels(wildcards):
+        spec = config["tables"].get(wildcards.table) or config["computed_tables"][wildcards.table]
+        return {"table": spec.get("title", wildcards.table), "target": wildcards.table, "format": fmt}
+
+    return labels

@@ -10,10 +10,10 @@ rule table:
         selection=lambda w: selection_files(w.table),
     output:
         md=report("reports/tables/{table}.md", caption="report/tables.rst", category="Tables",
-                  labels={"table": "{table}", "format": "Markdown"}),
+                  labels=table_labels("Markdown")),
         tex="reports/tables/{table}.tex",
         html=report("reports/tables/{table}.html", caption="report/tables.rst", category="Tables",
-                    labels={"table": "{table}", "format": "HTML"}),
+                    labels=table_labels("HTML")),
     params:
         spec=table_spec_json,
         # the caption names the points chosen on validation (rule select)
@@ -85,10 +85,10 @@ rule computed_table:
         paper="bench/report/paper_numbers.yaml",
     output:
         md=report("reports/tables/{table}.md", caption="report/computed_tables.rst", category="Tables",
-                  labels={"table": "{table}", "format": "Markdown"}),
+                  labels=table_labels("Markdown")),
         tex="reports/tables/{table}.tex",
         html=report("reports/tables/{table}.html", caption="report/computed_tables.rst", category="Tables",
-                    labels={"table": "{table}", "format": "HTML"}),
+                    labels=table_labels("HTML")),
     params:
         spec=computed_table_spec_json,
     wildcard_constraints:

@@ -188,7 +188,7 @@ def method_spec(config: dict[str, Any], experiment: str, method: str) -> dict[st
         points = selection_methods(config)  # grid points (bench.config.selection)
         if method in points:
             return points[method]
-        raise ConfigError(f"unknown method '{method}' (config key 'methods')")
+        raise ConfigError(f"config key 'methods': {schema.unknown_name(method, config['methods'], 'method')}")
     return config["methods"][method]
 
 
@@ -689,14 +689,30 @@ def figure_spec(config: dict[str, Any], figure: str) -> dict[str, Any]:
         return {"steps": spec["steps"], "batch_lists": spec["batch_lists"]}
     if figure == "temperature_figure":
         return {"runs": figure_runs(config, "temperature_figure"), "metrics": spec.get("metrics") or ["ndcg@10"],
-                "vali_list_size": spec["vali_list_size"], "smoothing": spec["smoothing"]}
+                "vali_list_size": spec["vali_list_size"], "smoothing": spec["smoothing"],
+                "subject": figure_subject(config, spec["methods"], resolve_role(config, spec["dataset"]))}
     if figure == "listsize_figure":
         table = config["tables"][spec["table"]]
-        return {"dataset": table_datasets(config, spec["table"])[0], "l_train": table["l_train"],
-                "list_sizes": table["list_sizes"], "metrics": spec["metrics"]}
+        dataset = table_datasets(config, spec["table"])[0]
+        return {"dataset": dataset, "l_train": table["l_train"], "list_sizes": table["list_sizes"],
+                "metrics": spec["metrics"], "subject": figure_subject(config, table["l_train"], dataset)}
     if figure == heatmap.FIGURE:
         return heatmap_spec(config)
     return {}
+
+
+def figure_subject(config: dict[str, Any], methods: Iterable[str], dataset: str) -> str:
+    """What a figure's runs are, for its title: the losses its methods train (the method's name
+    when it names no loss) on the dataset (its label).
+
+    >>> cfg = {"methods": {"a": {"loss": "pirank_ndcg"}, "b": {"loss": "pirank_ndcg"}},
+    ...        "datasets": {"syn-web": {"label": "syn-web"}}}
+    >>> figure_subject(cfg, ["a", "b"], "syn-web")
+    'loss pirank_ndcg on syn-web'
+    """
+    losses = _dedupe(config["methods"][m].get("loss", m) for m in methods)
+    label = config["datasets"][dataset].get("label", dataset)
+    return f"loss{'es' if len(losses) > 1 else ''} {', '.join(losses)} on {label}"
 
 
 def figure_inputs(config: dict[str, Any], figure: str) -> list[str]:

@@ -71,7 +71,7 @@ def method_entry(config: dict[str, Any], method: str) -> dict[str, Any]:
     if not isinstance(methods, dict) or not methods:
         raise ConfigError("methods: the config has no 'methods' mapping")
     if method not in methods:
-        raise ConfigError(f"methods.{method}: unknown method; known methods: {', '.join(sorted(methods))}")
+        raise ConfigError(f"methods.{method}: {schema.unknown_name(method, methods, 'method')}")
     entry = methods[method]
     if not isinstance(entry, dict):
         raise ConfigError(f"methods.{method}: expected a mapping, got {type(entry).__name__}")

@@ -216,8 +216,7 @@ def load_config(*paths: str | Path, base: str | Path | None = DEFAULT_CONFIG, ov
 
 def _require(known: dict | Iterable[str], name: str, where: str, what: str) -> None:
     if name not in known:
-        listing = ", ".join(sorted(known)) or "none defined"
-        raise ConfigError(f"config key '{where}': unknown {what} '{name}' (defined: {listing})")
+        raise ConfigError(f"config key '{where}': {schema.unknown_name(name, known, what)}")
 
 
 def check_model(model: dict[str, Any], where: str) -> None:

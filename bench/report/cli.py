@@ -116,11 +116,11 @@ def _cli_figure(args) -> int:
         fig = F.scaling_figure(pd.read_csv(_one(inputs, name)), spec.get("steps"), spec.get("batch_lists"))
     elif name == "temperature_figure":
         data = F.temperature_data(F.read_curves(spec["runs"]), spec["metrics"], spec["vali_list_size"], spec["smoothing"])
-        fig = F.temperature_figure(data, spec["vali_list_size"], spec["smoothing"])
+        fig = F.temperature_figure(data, spec["vali_list_size"], spec["smoothing"], spec.get("subject"))
     elif name == "listsize_figure":
         data = F.listsize_data(read_frame(_one(inputs, name)), spec["dataset"], spec["l_train"],
                                spec["list_sizes"], spec["metrics"])
-        fig = F.listsize_figure(data)
+        fig = F.listsize_figure(data, spec.get("subject"))
     elif name == "recall_heatmap":
         if not inputs:
             raise UsageError("recall_heatmap: give the evaluated per-query parquet files with --input")

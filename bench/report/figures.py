@@ -218,6 +218,15 @@ def read_curves(runs) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+def _title(fig, text: str | None, height_in: float) -> None:
+    """The figure's title above its panels (``text`` None: none), room made for it."""
+    if text:
+        fig.suptitle(text, fontsize=10)
+        fig.tight_layout(rect=(0, 0, 1, 1 - 0.3 / height_in))
+    else:
+        fig.tight_layout()
+
+
 def tensorboard_smooth(values, weight: float) -> np.ndarray:
     r"""TensorBoard's smoothing of a scalar curve: the exponential moving average *with* its
     debiasing, as the scalar dashboard draws it.
@@ -296,9 +305,10 @@ def temperature_data(curves: pd.DataFrame, metrics: list[str], list_size: int, s
     return pd.concat(rows, ignore_index=True)
 
 
-def temperature_figure(data: pd.DataFrame, list_size: int, smoothing: float):
+def temperature_figure(data: pd.DataFrame, list_size: int, smoothing: float, subject: str | None = None):
     """PiRank Figs. 5 and 8-12 from :func:`temperature_data`: each curve smoothed, the raw one
-    faint behind it, against thousands of iterations."""
+    faint behind it, against thousands of iterations; the title names ``subject`` (the loss and
+    dataset, :func:`bench.config.plan.figure_subject`)."""
     panels = list(dict.fromkeys(data["panel"]))
     labels = list(dict.fromkeys(data["label"]))
     ncols = 3
@@ -332,8 +342,7 @@ def temperature_figure(data: pd.DataFrame, list_size: int, smoothing: float):
     for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)
     how = f"smoothed as TensorBoard does (weight {smoothing:g}), raw faint behind" if smoothing > 0 else "raw"
-    fig.suptitle(f"PiRank-NDCG@10 by temperature: {how}; mean over seeds", fontsize=9)
-    fig.tight_layout()
+    _title(fig, f"Temperature: {subject or 'PiRank-NDCG@10'}; {how}; mean over seeds", 3.4 * nrows)
     return fig
 
 
@@ -358,7 +367,9 @@ def listsize_data(stats: pd.DataFrame, dataset: str, l_train: dict[str, int], li
     return pd.DataFrame(rows)
 
 
-def listsize_figure(data: pd.DataFrame):
+def listsize_figure(data: pd.DataFrame, subject: str | None = None):
+    """Relative change per test list size, one line per training list size; the title names
+    ``subject`` (the loss and dataset)."""
     metrics = list(dict.fromkeys(data.metric))
     fig, axes = plt.subplots(1, len(metrics), figsize=(3.6 * len(metrics), 3.4), squeeze=False, sharey=True)
     base = int(data.l_train.min())
@@ -377,7 +388,7 @@ def listsize_figure(data: pd.DataFrame):
         ax.grid(True, alpha=0.3)
     axes.flat[0].set_ylabel(f"relative change over L_train = {base} (%)")
     axes.flat[-1].legend(fontsize=7)
-    fig.tight_layout()
+    _title(fig, subject and f"Training vs test list size: {subject}", 3.4)
     return fig
 
 

@@ -117,11 +117,12 @@ def _trainables(cfg, loss_call: LossCall, parts: tuple, n_features: int, device:
     return Trainables(model, opt, loss_module, list_gen, loss_gen, device), params
 
 
-def fit(f: Fit, *, quiet: bool, ckpt_path: Path, key: str, run_dir: Path | None = None) -> dict[str, Any]:
+def fit(f: Fit, *, quiet: bool, ckpt_path: Path, key: str, reporter: Reporter | None = None) -> dict[str, Any]:
     """Resume or start, run epochs until a budget or patience ends, score the test split.
 
-    ``run_dir`` (the run directory to be) names the progress record
-    (:func:`bench.training.progress.progress_path`); None writes none.
+    ``reporter``: the run's progress reporter, opened by the caller when the job started
+    (:class:`bench.training.progress.Reporter`: its record names the run directory to be);
+    None: lines only, no record.
     """
     state = TrainState()
     ck = load_checkpoint(ckpt_path, key, log)
@@ -129,7 +130,7 @@ def fit(f: Fit, *, quiet: bool, ckpt_path: Path, key: str, run_dir: Path | None 
         f.trainables.restore(ck)
         state = TrainState.from_checkpoint(ck)
         log(f"resuming {'/'.join(map(str, f.parts))} from the checkpoint after epoch {state.epoch}")
-    progress = _Progress(f, state, quiet=quiet, run_dir=run_dir)
+    progress = _Progress(f, state, quiet=quiet, reporter=reporter)
     segment_start = time.perf_counter()
     try:
         while not state.done:
@@ -143,6 +144,7 @@ def fit(f: Fit, *, quiet: bool, ckpt_path: Path, key: str, run_dir: Path | None 
                 os._exit(EXIT_STATUS)
     finally:
         progress.close()
+    progress.reporter.phase = "scoring the test split"
     return finish(f, state)
 
 
@@ -158,6 +160,7 @@ def _epoch(f: Fit, state: TrainState, progress: _Progress) -> None:
     state.train_docs += trained.docs
     total_loss, n_batches = trained.loss_sum, trained.batches
     t_vali = time.perf_counter()
+    progress.reporter.phase = f"validating after epoch {state.epoch + 1}"
     means = _validate(f, state.epoch)
     score = means[f.stop_metric]
     state.record(score, higher_is_better(f.stop_metric), f.trainables.model)
@@ -324,8 +327,10 @@ def finish(f: Fit, state: TrainState) -> dict[str, Any]:
 class _Progress:
     """The run's progress: tqdm bar (interactive) or lines (``quiet``), and the record either way.
 
-    Lines and record (:mod:`bench.training.progress`) come at least every interval (from the
-    process's second step: the first one warms up) and after every validation. Rates are
+    Lines and record (:mod:`bench.training.progress`) come at least every interval (counted
+    from the process's second step: the first one warms up; the reporter's heartbeat covers
+    loading, the first step, validation and the test pass, each a phase of the line) and after
+    every validation. Rates are
     recent: seconds per step and documents per second (real documents, not padding) over the
     steps since the previous line, validation excluded. ETA = remaining steps x seconds per
     step + remaining validations x the last validation's seconds + the final test pass (that
@@ -334,11 +339,12 @@ class _Progress:
     only the test pass is left. With ``patience`` the ETA is an upper bound.
     """
 
-    def __init__(self, f: Fit, state: TrainState, *, quiet: bool, run_dir: Path | None) -> None:
+    def __init__(self, f: Fit, state: TrainState, *, quiet: bool, reporter: Reporter | None) -> None:
         desc = "/".join(map(str, f.parts))
         self.budget, self.stop_metric, self.upper = f.budget, f.stop_metric, f.tc["patience"] is not None
         self.test_ratio = f.evals["test"].doc_index.size / max(f.evals["vali"].doc_index.size, 1)
-        self.reporter = Reporter(run_dir, kind="neural", unit="step", label=desc, echo=quiet)
+        self.reporter = reporter or Reporter(None, kind="neural", unit="step", label=desc, echo=quiet)
+        self.reporter.total = f.budget.total_steps
         self.bar = None
         if not quiet:
             from tqdm.auto import tqdm
@@ -356,6 +362,7 @@ class _Progress:
     def begin_steps(self) -> None:
         """Steps start now (the time since the last step -- validation, checkpoint -- is not theirs)."""
         self.t_prev = time.perf_counter()
+        self.reporter.phase = None  # counting steps
 
     def step(self, state: TrainState, docs: int, loss: float) -> None:
         now = time.perf_counter()
@@ -375,6 +382,7 @@ class _Progress:
     def validated(self, state: TrainState, score: float, seconds: float, *, loss: float) -> None:
         """After epoch ``state.epoch``'s validation (``seconds`` long): a line, whatever the interval."""
         self.vali_s = seconds
+        self.reporter.phase = None  # the line reports the validation just done
         self.vali = {"metric": self.stop_metric, "value": float(score),
                      "best": math.nan if state.best is None else float(state.best), "best_at": int(state.best_epoch)}
         self._line(state, epoch=state.epoch, extra=f"loss {loss:.5g}")

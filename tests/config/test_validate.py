@@ -80,6 +80,12 @@ def test_unknown_key_fails_naming_it(default_raw, path, value, key):
     assert key in message and "unknown key" in message
 
 
+def test_a_misspelt_key_gets_a_did_you_mean(default_raw):
+    message = _error(_with(default_raw, ["protocols", "pirank", "train", "bach_size"], 3))
+    assert message.endswith("; did you mean 'batch_size' or 'eval_batch_size'?")
+    assert "did you mean" not in _error(_with(default_raw, ["bogus"], 1))  # nothing close: no guess
+
+
 @pytest.mark.parametrize(
     "path, value, key",
     [
@@ -237,3 +243,17 @@ def test_a_json_run_config_keeps_a_small_learning_rate_a_number(tmp_path):
     path.write_text('{"methods": {}\n,}')
     with pytest.raises(ConfigError, match=r"run.json, line 2: not valid JSON"):
         read_run_config(path)
+
+
+def test_an_unknown_method_suggests_the_close_names_not_all_of_them(default_raw):
+    """A typo names the closest methods (difflib) instead of listing every method on one line."""
+    raw = copy.deepcopy(default_raw)
+    raw["tables"]["pirank_table1"]["methods"] = ["pirank_ndgc"]
+    msg = _error(raw)
+    n_methods = len(raw["methods"])
+    assert n_methods > 12  # so the list is not printed
+    assert msg.startswith("config key 'tables.pirank_table1.methods.0': unknown method 'pirank_ndgc'; did you mean ")
+    assert "'pirank_ndcg'" in msg and msg.endswith(f" ({n_methods} defined)")
+    assert "ranknet" not in msg and "listnet" not in msg  # not close: not named
+    raw["tables"]["pirank_table1"]["methods"] = ["zzz"]
+    assert _error(raw).endswith(f"unknown method 'zzz' ({n_methods} defined, none close to it; see the config's methods)")

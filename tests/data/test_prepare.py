@@ -292,7 +292,7 @@ def test_cli_prepare(tmp_path, capsys):
     assert cli_main(["datasets", "--raw-dir", str(tmp_path / "raw"),
                      "--prepared-dir", str(tmp_path / "prepared")]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("synthetic"))
-    assert "prepared" in line
+    assert line.split()[1:4] == ["generated", "generated", "1"]  # obtain, archive, prepared folds
 
 
 def test_a_sample_cut_at_a_line_count_drops_each_files_last_query(tmp_path, rng):

@@ -92,8 +92,9 @@ def test_listsize_relative_change_over_smallest_training_size():
     assert rel[(10, 10)] == 0.0
     assert rel[(10, 40)] == pytest.approx(5.0)
     assert rel[(20, 40)] == pytest.approx(20.0)
-    fig = F.listsize_figure(data)
+    fig = F.listsize_figure(data, "loss pirank_ndcg on syn-web")
     assert "relative change over L_train = 10 (%)" in fig.axes[0].get_ylabel()
+    assert fig.get_suptitle() == "Training vs test list size: loss pirank_ndcg on syn-web"
 
 
 def test_temperature_figure_from_curves(tmp_path):
@@ -123,7 +124,8 @@ def test_temperature_figure_from_curves(tmp_path):
               for t in range(3)]
     assert relaxed.smoothed.tolist() == pytest.approx(closed, rel=1e-12)
     assert list(dict.fromkeys(data.panel)) == ["fig5", "ndcg@1", "train_loss"]
-    fig = F.temperature_figure(data, 100, 0.9)
+    fig = F.temperature_figure(data, 100, 0.9, "loss pirank_ndcg on syn-web")
+    assert fig.get_suptitle().startswith("Temperature: loss pirank_ndcg on syn-web; smoothed")
     titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
     assert titles[0].startswith("PiRank Fig. 5") and titles[1] == "PiRank Fig. 8: validation NDCG@1"
     assert titles[2] == "PiRank Fig. 12: training loss"
@@ -144,3 +146,14 @@ def test_tensorboard_smoothing_limits():
     out = F.tensorboard_smooth([1.0, float("inf"), 0.0], 0.5)
     assert out[0] == 1.0 and out[1] == float("inf")
     assert out[2] == pytest.approx((0.5 * 1.0) / (0.5 + 1.0), rel=1e-12)  # weights w^1, w^0 on 1.0, 0.0
+
+
+@pytest.mark.parametrize("profile, dataset", [((), "syn-web"), (("config/paper.yaml",), "MSLR-WEB30K")])
+def test_temperature_and_listsize_figures_name_loss_and_dataset(profile, dataset):
+    """The spec of each figure names what it shows (its image's title), from the config."""
+    from bench.config import plan
+    from bench.config.validate import load_config
+
+    config = load_config(*profile)
+    for figure in ("temperature_figure", "listsize_figure"):
+        assert plan.figure_spec(config, figure)["subject"] == f"loss pirank_ndcg on {dataset}"

@@ -99,7 +99,7 @@ def _prefix_log_sums(log_terms: Tensor, ranks: Tensor) -> Tensor:
 def _log_of(values: Tensor) -> Tensor:
     """Elementwise log with ``-inf`` for values <= 0 (those terms then add nothing)."""
     low = torch.full((), float("-inf"), dtype=values.dtype, device=values.device)
-    return torch.where(values > 0, torch.log(values.clamp_min(torch.finfo(values.dtype).tiny)), low)
+    return torch.where(values > 0, torch.log(values), low)  # log of a value <= 0 is dropped here
 
 
 @torch.no_grad()
@@ -140,15 +140,11 @@ def plrank_gradient(scores: Tensor, gains: Tensor, weights: Tensor, mask: Tensor
     rank = torch.empty_like(order).scatter_(-1, order, torch.arange(length, device=order.device).expand_as(order))
     cut = (in_cut.sum(-1) - 1).clamp(min=0)  # [B, 1] last rank within K, 0-based
     last = torch.minimum(rank, cut[:, :, None])
-    s_i = s[:, None, :]
-
-    def expected(log_c: Tensor) -> Tensor:  # e^{s_i} sum_{k <= last_i} c_k / D_k
-        terms = torch.where(in_cut.expand_as(log_c), log_c - log_d, low)
-        return torch.exp(s_i + _prefix_log_sums(terms, last))
-
-    direct = gains[:, None, :] * expected(_log_of(theta.expand(b, n_samples, kk)))
-    following_reward = expected(_log_of(after)) - expected(_log_of(-after))
-    per_sample = first + direct - following_reward
+    # e^{s_i} sum_{k <= last_i} c_k / D_k for the three c's at once: theta, R+ and R- (R's parts)
+    log_c = torch.stack([_log_of(theta.expand(b, n_samples, kk)), _log_of(after), _log_of(-after)])
+    terms = torch.where(in_cut, log_c - log_d, low)
+    sums = torch.exp(s[None, :, None, :] + _prefix_log_sums(terms, last.expand(3, b, n_samples, length)))
+    per_sample = first + gains[:, None, :] * sums[0] - (sums[1] - sums[2])
     zero = torch.zeros((), dtype=s.dtype, device=s.device)
     grad = torch.where(mask, per_sample.mean(dim=1), zero)
     return after[..., 0] if kk else torch.zeros(b, n_samples, dtype=s.dtype, device=s.device), grad

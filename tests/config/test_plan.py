@@ -286,3 +286,26 @@ def test_the_caption_says_how_sinkprops_protocol_ranks_the_test_queries():
         "ranking_top": None}}}}), "sinkprop_letor")
     assert "an exact assignment over the whole list" in whole["note"]
     assert plan.table_spec(cv.load_config(), "unified_table")["note"] == ""  # SinkProp trained by the unified protocol
+
+
+def test_quality_cost_figure_reads_the_unified_tables_statistics_and_its_runs_records(cfg):
+    assert plan.figure_inputs(cfg, "quality_cost_figure") == [plan.QUALITY_COST]
+    files = plan.quality_cost_inputs(cfg)
+    methods, seeds = plan.table_methods(cfg, "unified_table"), plan.table_seeds(cfg, "unified_table")
+    assert files[0] == "results/stats/unified_table.parquet" and len(files) == 1 + len(methods) * len(seeds)
+    assert "results/runs/unified/syn-web/Fold1/plrank_ndcg/seed1/run.json" in files
+    spec = plan.quality_cost_spec(cfg)
+    assert (spec["dataset"], spec["metric"]) == ("syn-web", "ndcg@10")
+    kinds = {m["name"]: m["kind"] for m in spec["methods"]}
+    assert kinds["lightgbm_lambdarank"] == "gbdt" and kinds["plrank_ndcg"] == "neural"
+    paper = cv.load_config(ROOT / "config" / "paper.yaml")
+    spec = plan.quality_cost_spec(paper)
+    assert spec["dataset"] == "mslr-web30k" and len(spec["runs"]) == len(methods) * 5 * 3  # 5 folds, 3 seeds
+    figure = plan.figure_spec(paper, "quality_cost_figure")
+    assert (figure["dataset_label"], figure["folds"][-1], figure["list_size"]) == ("MSLR-WEB30K", "Fold5", 200)
+    off = cv.load_config(overrides={"figures": {"quality_cost_figure": {"metric": "ndcg@3"}}})
+    with pytest.raises(ConfigError, match="figures.quality_cost_figure.metric': 'ndcg@3' is not a metric of"):
+        plan.quality_cost_spec(off)
+    off = cv.load_config(overrides={"figures": {"quality_cost_figure": {"table": "pirank_table1", "dataset": "ohsumed"}}})
+    with pytest.raises(ConfigError, match="figures.quality_cost_figure.dataset': 'ohsumed' is not a dataset"):
+        plan.quality_cost_inputs(off)

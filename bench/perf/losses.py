@@ -61,6 +61,9 @@ SLOW_CALL_S = 5.0
 # for Sinkhorn two iterates per round), used to size the measured subset.
 DENSE_MATRICES = {"neuralndcg": 70, "neuralndcg_transposed": 70, "sinkprop": 20, "arf": 24}
 DEFAULT_DENSE_MATRICES = 12
+#: the reference column of a loss without a textbook reference, when "an O(n) loss" is not why
+NO_REFERENCE = dict.fromkeys(("plrank_ndcg", "gumbel_approxndcg", "gumbel_neuralsort_ce"),
+                             "none (sampled loss: a reference would need its random draws)")
 
 
 # --------------------------------------------------------------------------- measuring
@@ -177,7 +180,7 @@ def report_losses(args: argparse.Namespace) -> SuiteResult:
                 continue
             ref = reference.REFERENCES.get(name)
             if ref is None:
-                row += ["none (O(n) loss)", "", "", "", "", ""]
+                row += [NO_REFERENCE.get(name, "none (O(n) loss)"), "", "", "", "", ""]
             else:
                 fn, kind, label = ref
                 b = reference_lists(name, kind, length, args.batch, itemsize, args.ref_budget_mib, args.pair_budget)

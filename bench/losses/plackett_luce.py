@@ -41,10 +41,13 @@ rank :math:`K` count as :math:`K`):
 placement; the second replaces the sampled reward at each rank where :math:`i` could still
 be placed by its expectation, :math:`\pi_k(i)(\theta_k \rho_i - R_{\ge k})`. The estimate is
 unbiased (2021 paper, Theorem 4.2). Cost: the prefix sums over :math:`k` make it
-:math:`O(N (n \log n + K))` per list (the :math:`n \log n` is the full sort that gives every
-:math:`D_k`), with no :math:`N \times K \times n` tensor.
+:math:`O(N (n \log K + K))` per list: only the first :math:`K` places are drawn (a partial
+sort, ``topk``), since :math:`D_k` is the sum over the items placed from rank :math:`k` to
+:math:`K` and over every item below rank :math:`K`; no :math:`N \times K \times n` tensor.
 
-Numerics: :math:`D_k` comes from a reversed ``logcumsumexp`` of the sampled order's scores,
+Numerics: :math:`D_k` comes from a reversed ``logcumsumexp`` of the placed items' scores
+after the log-sum-exp of the items below rank :math:`K` (sums of positive terms, no
+subtraction),
 and every :math:`e^{s_i} \sum_{k \le r_i} c_k / D_k` is taken as
 :math:`\exp(s_i + \mathrm{logcumsumexp}_k(\log c_k - \log D_k))`, whose terms are each at most
 :math:`c_k` (item :math:`i` is still among the remaining items at every :math:`k \le r_i`), so
@@ -75,8 +78,10 @@ from bench.losses._common import (
 from bench.losses.gumbel import gumbel_noise
 
 
-def sample_rankings(scores: Tensor, mask: Tensor, n_samples: int, generator: torch.Generator | None) -> Tensor:
-    """``n_samples`` Plackett-Luce rankings per list, ``[B, N, L]`` item indices (padding last).
+def sample_rankings(scores: Tensor, mask: Tensor, n_samples: int, generator: torch.Generator | None,
+                    top: int | None = None) -> Tensor:
+    """``n_samples`` Plackett-Luce rankings per list, ``[B, N, L]`` item indices (padding last), or
+    only their first ``top`` places, ``[B, N, top]`` (a partial sort: what PL-Rank needs).
 
     Gumbel-max: each ranking sorts ``s + g`` descending (:func:`~bench.losses.gumbel.gumbel_noise`).
 
@@ -88,7 +93,9 @@ def sample_rankings(scores: Tensor, mask: Tensor, n_samples: int, generator: tor
     noise = gumbel_noise(mask, n_samples, scores.dtype, generator)
     low = torch.full((), float("-inf"), dtype=scores.dtype, device=scores.device)
     keys = torch.where(mask[:, None, :], masked_scores(scores, mask)[:, None, :] + noise, low)
-    return torch.sort(keys, dim=-1, descending=True, stable=True).indices
+    if top is None or top >= keys.shape[-1]:
+        return torch.sort(keys, dim=-1, descending=True, stable=True).indices
+    return torch.topk(keys, top, dim=-1, sorted=True).indices
 
 
 def _prefix_log_sums(log_terms: Tensor, ranks: Tensor) -> Tensor:
@@ -110,7 +117,9 @@ def plrank_gradient(scores: Tensor, gains: Tensor, weights: Tensor, mask: Tensor
     :math:`\theta` ``[B, K]``, 0 at ranks beyond a list's own cut-off; ``order``: the sampled
     rankings ``[B, N, L]`` (:func:`sample_rankings`). Returns ``(metric [B, N], grad [B, L])``:
     each sample's :math:`\sum_k \theta_k \rho_{y_k}` and the estimate (module docstring),
-    averaged over the samples; 0 on padding.
+    averaged over the samples; 0 on padding. Only the first ``K`` places of each ranking are
+    read (``order`` may hold just those): every :math:`D_k` is the log-sum-exp of the items
+    placed from rank :math:`k` on and of those below rank :math:`K`.
 
     >>> s = torch.tensor([[0.0, 0.0]]); rho = torch.tensor([[1.0, 0.0]]); m = torch.ones(1, 2, dtype=torch.bool)
     >>> theta = torch.tensor([[1.0, 0.0]])  # reward 1 when item 0 is ranked first: R = softmax(s)_0
@@ -119,8 +128,8 @@ def plrank_gradient(scores: Tensor, gains: Tensor, weights: Tensor, mask: Tensor
     >>> metric.tolist(), grad.tolist()  # dR/ds = (1/4, -1/4), exactly, from these two samples
     ([[1.0, 0.0]], [[0.25, -0.25]])
     """
-    b, n_samples, length = order.shape
-    kk = weights.shape[-1]
+    b, n_samples = order.shape[:2]
+    length, kk = scores.shape[-1], weights.shape[-1]
     s = masked_scores(scores, mask)
     low = torch.full((), float("-inf"), dtype=s.dtype, device=s.device)
     top = order[..., :kk]  # [B, N, K] the items placed at ranks 1..K
@@ -130,14 +139,17 @@ def plrank_gradient(scores: Tensor, gains: Tensor, weights: Tensor, mask: Tensor
     following = torch.nn.functional.pad(after[..., 1:], (0, 1))  # R_{>=k+1}
     # first term: item y_k collects R_{>=k+1}
     first = torch.zeros(b, n_samples, length, dtype=s.dtype, device=s.device).scatter_add_(-1, top, following)
-    # log D_k: the remaining items' log-sum-exp at each rank (padding sorts last, at -inf)
-    sorted_s = torch.where(mask[:, None, :].expand(b, n_samples, length).gather(-1, order),
-                           s[:, None, :].expand(b, n_samples, length).gather(-1, order), low)
-    log_d = torch.flip(torch.logcumsumexp(torch.flip(sorted_s, [-1]), dim=-1), [-1])[..., :kk]
+    # log D_k: the log-sum-exp of the placed items from rank k on and of every item below rank K
+    placed = torch.zeros(b, n_samples, length, dtype=torch.bool, device=s.device).scatter_(-1, top, True)
+    below = torch.logsumexp(torch.where(mask[:, None, :] & ~placed, s[:, None, :], low), dim=-1, keepdim=True)
+    top_s = torch.where(mask[:, None, :].expand(b, n_samples, length).gather(-1, top),
+                        s[:, None, :].expand(b, n_samples, length).gather(-1, top), low)
+    log_d = torch.flip(torch.logcumsumexp(torch.flip(torch.cat([top_s, below], -1), [-1]), dim=-1), [-1])[..., :kk]
     in_cut = theta > 0  # ranks within the list's own K (theta_k = d(k)/maxDCG > 0 there)
     log_d = torch.where(in_cut, log_d, torch.zeros((), dtype=s.dtype, device=s.device))
     # each item's last rank at which it was still available: its own rank, or K - 1 (0-based)
-    rank = torch.empty_like(order).scatter_(-1, order, torch.arange(length, device=order.device).expand_as(order))
+    ranks = torch.arange(kk, device=order.device).expand(b, n_samples, kk)
+    rank = torch.full((b, n_samples, length), kk, dtype=order.dtype, device=order.device).scatter_(-1, top, ranks)
     cut = (in_cut.sum(-1) - 1).clamp(min=0)  # [B, 1] last rank within K, 0-based
     last = torch.minimum(rank, cut[:, :, None])
     # e^{s_i} sum_{k <= last_i} c_k / D_k for the three c's at once: theta, R+ and R- (R's parts)
@@ -171,7 +183,8 @@ def plrank_ndcg(scores: Tensor, labels: Tensor, mask: Tensor, *, k: int | None =
 
     The value is minus the mean NDCG@k of the samples; the gradient is the PL-Rank-3 estimate
     of the expected metric's (module docstring), not the derivative of the value. ``k=None``
-    is the whole list. Every draw comes from ``generator`` (the trainer's seeded loss
+    is the whole list. The papers train with several sample counts; ``n_samples=100`` is this
+    suite's default (the estimate's standard error falls as :math:`1/\sqrt N`). Every draw comes from ``generator`` (the trainer's seeded loss
     generator; ``None``: torch's global one). Batch value: mean over lists with >= 2 real
     items and ``maxDCG@k > 0``.
 
@@ -191,7 +204,7 @@ def plrank_ndcg(scores: Tensor, labels: Tensor, mask: Tensor, *, k: int | None =
     safe = torch.where(ideal > 0, ideal, torch.ones_like(ideal))
     ranks = torch.arange(kk, device=scores.device)
     theta = torch.where(ranks[None, :] < n_real(mask)[:, None], discounts(kk, like=scores)[None, :] / safe[:, None], zero)
-    order = sample_rankings(scores.detach(), mask, n_samples, generator)
+    order = sample_rankings(scores.detach(), mask, n_samples, generator, top=kk)
     metric, grad = plrank_gradient(scores.detach(), g, theta, mask, order)
     per_list = _WithGradient.apply(masked_scores(scores, mask), -metric.mean(dim=1), -grad)
     return masked_mean_over_lists(per_list, contributes, scores)

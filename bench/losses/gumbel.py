@@ -105,11 +105,15 @@ def on_samples(loss: Callable[..., Tensor], scores: Tensor, labels: Tensor, mask
     return loss(x, y, m, **hyper)
 
 
-def _check_sampling(sample_size: int, gumbel_temperature: float, smoothing: float | None) -> int:
+def _sampled(loss: Callable[..., Tensor], scores: Tensor, labels: Tensor, mask: Tensor, *, sample_size: int,
+             gumbel_temperature: float, smoothing: float | None, generator: torch.Generator | None, **hyper) -> Tensor:
+    """Validate, draw the noise, and evaluate ``loss`` on every perturbed copy (:func:`on_samples`)."""
+    labels = check_inputs(scores, labels, mask)
     check_positive(gumbel_temperature, "gumbel_temperature")
     if smoothing is not None:
         check_positive(smoothing, "smoothing")
-    return check_count(sample_size, "sample_size", minimum=1)
+    noise = gumbel_noise(mask, check_count(sample_size, "sample_size", minimum=1), scores.dtype, generator)
+    return on_samples(loss, scores, labels, mask, noise, temperature=gumbel_temperature, smoothing=smoothing, **hyper)
 
 
 def gumbel_approxndcg(scores: Tensor, labels: Tensor, mask: Tensor, *, alpha: float = 10.0, sample_size: int = 8,
@@ -130,11 +134,8 @@ def gumbel_approxndcg(scores: Tensor, labels: Tensor, mask: Tensor, *, alpha: fl
     >>> bool(-1.0 <= v <= approxndcg(-s, y, m))  # between a perfect ranking and the reversed one
     True
     """
-    labels = check_inputs(scores, labels, mask)
-    samples = _check_sampling(sample_size, gumbel_temperature, smoothing)
-    noise = gumbel_noise(mask, samples, scores.dtype, generator)
-    return on_samples(approxndcg, scores, labels, mask, noise, temperature=gumbel_temperature, smoothing=smoothing,
-                      alpha=alpha)
+    return _sampled(approxndcg, scores, labels, mask, sample_size=sample_size, gumbel_temperature=gumbel_temperature,
+                    smoothing=smoothing, generator=generator, alpha=alpha)
 
 
 def gumbel_neuralsort_ce(scores: Tensor, labels: Tensor, mask: Tensor, *, tau: float = 1.0, sample_size: int = 8,
@@ -157,8 +158,5 @@ def gumbel_neuralsort_ce(scores: Tensor, labels: Tensor, mask: Tensor, *, tau: f
     >>> bool(v < gumbel_neuralsort_ce(-s, y, m, generator=torch.Generator().manual_seed(0)))
     True
     """
-    labels = check_inputs(scores, labels, mask)
-    samples = _check_sampling(sample_size, gumbel_temperature, smoothing)
-    noise = gumbel_noise(mask, samples, scores.dtype, generator)
-    return on_samples(neuralsort_ce, scores, labels, mask, noise, temperature=gumbel_temperature, smoothing=smoothing,
-                      tau=tau)
+    return _sampled(neuralsort_ce, scores, labels, mask, sample_size=sample_size, gumbel_temperature=gumbel_temperature,
+                    smoothing=smoothing, generator=generator, tau=tau)

@@ -184,9 +184,9 @@ def plrank_ndcg(scores: Tensor, labels: Tensor, mask: Tensor, *, k: int | None =
     The value is minus the mean NDCG@k of the samples; the gradient is the PL-Rank-3 estimate
     of the expected metric's (module docstring), not the derivative of the value. ``k=None``
     is the whole list. The papers train with several sample counts; ``n_samples=100`` is this
-    suite's default (the estimate's standard error falls as :math:`1/\sqrt N`). Every draw comes from ``generator`` (the trainer's seeded loss
-    generator; ``None``: torch's global one). Batch value: mean over lists with >= 2 real
-    items and ``maxDCG@k > 0``.
+    suite's default (the estimate's standard error falls as :math:`1/\sqrt N`). Every draw
+    comes from ``generator`` (the trainer's seeded loss generator; ``None``: torch's global
+    one). Batch value: mean over lists with >= 2 real items and ``maxDCG@k > 0``.
 
     >>> s = torch.tensor([[50.0, 0.0, -50.0]]); y = torch.tensor([[2.0, 1.0, 0.0]]); m = torch.ones(1, 3, dtype=torch.bool)
     >>> round(plrank_ndcg(s, y, m, generator=torch.Generator().manual_seed(0)).item(), 6)  # a sure ranking: -NDCG

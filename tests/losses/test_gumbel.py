@@ -23,12 +23,12 @@ import math
 import numpy as np
 import pytest
 import torch
-from helpers import exact_pl_expected_ndcg
 
 from bench.losses.approxndcg import approxndcg
 from bench.losses.gumbel import gumbel_approxndcg, gumbel_neuralsort_ce, gumbel_noise, on_samples, perturbed_scores
 from bench.losses.neuralsort import neuralsort
 from bench.losses.neuralsort_ce import neuralsort_ce
+from helpers import exact_pl_expected_ndcg
 
 F64 = torch.float64
 

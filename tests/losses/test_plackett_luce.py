@@ -21,10 +21,10 @@ import math
 import numpy as np
 import pytest
 import torch
-from helpers import exact_pl_expected_ndcg
 
 from bench.losses._common import discounts, gain, max_dcg
 from bench.losses.plackett_luce import plrank_gradient, plrank_ndcg, sample_rankings
+from helpers import exact_pl_expected_ndcg
 
 F64 = torch.float64
 

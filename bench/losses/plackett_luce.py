@@ -39,16 +39,15 @@ rank :math:`K` count as :math:`K`):
 
 (:math:`R_{\ge K+1} = 0`). The first term is the reward that follows item :math:`i`'s
 placement; the second replaces the sampled reward at each rank where :math:`i` could still
-be placed by its expectation, :math:`\pi_k(i)(\theta_k \rho_i - R_{\ge k})`. The estimate is
-unbiased (2021 paper, Theorem 4.2). Cost: the prefix sums over :math:`k` make it
+be placed by its expectation, :math:`\pi_k(i)(\theta_k \rho_i - R_{\ge k})`. The 2021 paper
+proves the estimate unbiased. Cost: the prefix sums over :math:`k` make it
 :math:`O(N (n \log K + K))` per list: only the first :math:`K` places are drawn (a partial
 sort, ``topk``), since :math:`D_k` is the sum over the items placed from rank :math:`k` to
 :math:`K` and over every item below rank :math:`K`; no :math:`N \times K \times n` tensor.
 
 Numerics: :math:`D_k` comes from a reversed ``logcumsumexp`` of the placed items' scores
 after the log-sum-exp of the items below rank :math:`K` (sums of positive terms, no
-subtraction),
-and every :math:`e^{s_i} \sum_{k \le r_i} c_k / D_k` is taken as
+subtraction), and every :math:`e^{s_i} \sum_{k \le r_i} c_k / D_k` is taken as
 :math:`\exp(s_i + \mathrm{logcumsumexp}_k(\log c_k - \log D_k))`, whose terms are each at most
 :math:`c_k` (item :math:`i` is still among the remaining items at every :math:`k \le r_i`), so
 nothing overflows for scores of any magnitude. Rewards of either sign (negative labels) are

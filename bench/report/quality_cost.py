@@ -26,8 +26,9 @@ Two steps, as for every figure (figures read computed tables only):
      the metric's direction from :func:`bench.metrics.higher_is_better`).
 
 2. ``ltr-bench figure quality_cost_figure`` (:func:`quality_cost_figure`): two panels sharing
-   the quality axis, cost on a log scale; each method a point with its interval, markers by run
-   kind, the front's points filled and joined by a step line.
+   the quality axis, cost on a log scale; each method a numbered point with its interval
+   (markers by run kind; the key of the numbers under the panels), the front's points red and
+   joined by a step line.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter  # noqa: E402
 
 from bench.report.tables import metric_label  # noqa: E402
 
@@ -138,27 +140,54 @@ def quality_cost_table(stats: pd.DataFrame, spec: dict[str, Any]) -> pd.DataFram
     return frame[list(COLUMNS)]
 
 
+def _log_axis(ax, values: np.ndarray) -> None:
+    """Log x axis with plain-number ticks; over less than a decade, five ticks spread
+    geometrically (two significant digits), since a log axis there shows no round number."""
+    ax.set_xscale("log")
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    values = values[np.isfinite(values) & (values > 0)]
+    if len(values) and values.max() < 10 * values.min():
+        ticks = {float(f"{v:.2g}") for v in np.geomspace(values.min(), values.max(), 5)}
+        ax.xaxis.set_major_locator(FixedLocator(sorted(ticks)))
+
+
 def _panel(ax, data: pd.DataFrame, cost: str, front: str, hib: bool) -> None:
-    shown = data[np.isfinite(data[cost].to_numpy(float))]
-    for row in shown.itertuples():
+    """One panel: each method a numbered point with its interval, the front in red."""
+    for number, row in enumerate(data.itertuples(), start=1):
+        x = getattr(row, cost)
+        if not np.isfinite(x):
+            continue
         on = bool(getattr(row, front))
         err = None if np.isnan(row.ci_low) else [[row.mean - row.ci_low], [row.ci_high - row.mean]]
-        ax.errorbar(getattr(row, cost), row.mean, yerr=err, fmt=MARKERS.get(row.kind, "D"), markersize=6,
-                    color="tab:red" if on else "tab:gray", mfc="tab:red" if on else "white", elinewidth=0.8,
-                    capsize=2, zorder=3 if on else 2)
-        ax.annotate(row.label, (getattr(row, cost), row.mean), xytext=(4, 3), textcoords="offset points",
-                    fontsize=6, color="black" if on else "dimgray")
-    line = shown[shown[front]].sort_values(cost)
+        color = "tab:red" if on else "tab:gray"
+        ax.errorbar(x, row.mean, yerr=err, fmt=MARKERS.get(row.kind, "D"), markersize=6, color=color,
+                    mfc=color if on else "white", elinewidth=0.8, capsize=2, alpha=1.0 if on else 0.8,
+                    zorder=3 if on else 2)
+        ax.annotate(str(number), (x, row.mean), xytext=(4, 2), textcoords="offset points", fontsize=7,
+                    color="tab:red" if on else "black", fontweight="bold" if on else "normal")
+    line = data[data[front]].sort_values(cost)
     if len(line):
         ax.step(line[cost], line["mean"], where="post", color="tab:red", linewidth=1, alpha=0.6, zorder=1,
                 label="Pareto front (no method cheaper and better)")
-    ax.set_xscale("log")
+    _log_axis(ax, data[cost].to_numpy(float))
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, loc="lower right" if hib else "upper right")
 
 
+def _key(fig, data: pd.DataFrame, columns: int = 4) -> None:
+    """The numbers' key under the panels, column by column; methods on a front in red."""
+    rows = math.ceil(len(data) / columns)
+    for i, row in enumerate(data.itertuples()):
+        col, line = divmod(i, rows)
+        on = bool(row.front_time or row.front_memory)
+        fig.text(0.02 + col / columns, -0.02 - 0.03 * line, f"{i + 1}  {row.label}", fontsize=7,
+                 color="tab:red" if on else "black", fontweight="bold" if on else "normal", va="top")
+
+
 def quality_cost_figure(data: pd.DataFrame, spec: dict[str, Any]):
-    """Two panels: the metric against seconds per epoch and against peak memory (log x)."""
+    """Two panels: the metric against seconds per epoch and against peak memory (log x); the
+    methods numbered in the table's order, their key under the panels."""
     from bench.metrics import higher_is_better
 
     missing = [c for c in COLUMNS if c not in data.columns]
@@ -176,6 +205,7 @@ def quality_cost_figure(data: pd.DataFrame, spec: dict[str, Any]):
     ax_t.set_ylabel(f"test {metric_label(metric)} (mean; {interval})")
     where = f"{spec['dataset_label']}, {spec['table']} runs, profile {spec['profile']}"
     ax_t.set_title(f"Quality vs training time per epoch ({where})", fontsize=9)
-    ax_m.set_title("Quality vs peak memory (markers: o neural, s GBDT, ^ linear)", fontsize=9)
+    ax_m.set_title("Quality vs peak memory (markers: o neural, s GBDT, ^ linear; red: on the front)", fontsize=9)
     fig.tight_layout()
+    _key(fig, data)
     return fig

@@ -119,6 +119,8 @@ def test_the_figure_has_two_log_cost_panels_sharing_the_quality_axis_and_marks_t
     assert "95% CI over 3 seeds" in ax_t.get_ylabel() and "max RSS" in ax_m.get_xlabel()
     fronts = [line for line in ax_t.get_lines() if line.get_label().startswith("Pareto front")]
     assert len(fronts) == 1 and list(fronts[0].get_xdata()) == [0.5, 2.0, 10.0]
+    assert [t.get_text() for t in fig.texts] == ["1  A", "2  B", "3  C"]  # the key of the numbered points
+    assert [t.get_text() for t in ax_t.texts] == ["1", "2", "3"]
     matplotlib.pyplot.close(fig)
     with pytest.raises(ValueError, match="lacks columns"):
         quality_cost_figure(table.drop(columns=["front_time"]), {"metric": "ndcg@10"})

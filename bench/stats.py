@@ -36,6 +36,18 @@ statistics table the renderer reads. For every dataset and metric:
 the sample standard deviation (ddof 1; 0 with one seed) over seeds of the per-seed mean
 metric. Extra columns: ``n_seeds``, ``test``, ``correction``, ``alpha``.
 
+**Pooled metrics.** A metric whose frame has a ``<metric>:weight`` column (TF-Ranking's OPA
+and ARP, :mod:`bench.metrics.tfranking`) is a weighted mean, :math:`\sum_q w_q v_q / \sum_q w_q`,
+not a mean of per-query values. Its weights depend on the labels only (OPA: the query's pairs
+with different labels; ARP: its label sum), so every method and seed must carry the same
+weight for a query (else ``ValueError``). Then ``mean`` and each seed's mean are weighted
+means; the paired test of step 4 acts on the per-query units :math:`u_q = w_q v_q / \bar w`,
+whose plain mean is the pooled value, so it tests the difference of the pooled values (the
+sign-flip test is exact for it; the t-test treats the weights as fixed, which they are: they
+come from the labels); the bootstrap CI of step 7 resamples queries with their weights and
+recomputes the ratio :math:`\sum w (v - v_{best}) / \sum w` on each resample.
+``wins/ties/losses`` still count queries.
+
 CLI::
 
     ltr-bench stats --inputs 'results/runs/exp/*/*/*/seed*/metrics.parquet' \
@@ -58,6 +70,8 @@ from scipy import stats as sps
 from bench.choices import CORRECTIONS, TESTS
 from bench.data.integrity import verify
 from bench.errors import UsageError
+from bench.metrics import higher_is_better as metric_direction
+from bench.metrics import is_metric_column, weight_column
 from bench.results import INFO_COLUMNS, KEY_COLUMNS, write_frame
 from bench.seeds import derive_seed
 
@@ -150,20 +164,30 @@ def permutation_test(diff: np.ndarray, *, n_permutations: int = 10_000, seed: in
 
 
 def bootstrap_ci(method: np.ndarray, best: np.ndarray, *, n_boot: int = 1000, seed: int = 0,
-                 confidence: float = 0.95) -> tuple[float, float]:
+                 confidence: float = 0.95, weights: np.ndarray | None = None) -> tuple[float, float]:
     """Paired percentile bootstrap CI of ``mean(method - best)`` (``scipy.stats.bootstrap``).
 
-    Constant differences give the degenerate interval ``(d, d)``; ``n_boot=0`` gives NaNs.
+    With ``weights`` (a pooled metric) the statistic is the weighted mean difference
+    ``sum(w (method - best)) / sum(w)``, recomputed on each resample of queries with their
+    weights (the ratio estimator's bootstrap). Constant differences give the degenerate
+    interval ``(d, d)``; ``n_boot=0`` gives NaNs.
     """
     diff = np.asarray(method, np.float64) - np.asarray(best, np.float64)
     if n_boot == 0 or len(diff) == 0:
         return float("nan"), float("nan")
     if np.ptp(diff) == 0.0:
         return float(diff[0]), float(diff[0])
+    samples = (np.asarray(method, np.float64), np.asarray(best, np.float64))
+    if weights is None:
+        def statistic(x, y, axis):
+            return np.mean(x - y, axis=axis)
+    else:
+        samples += (np.asarray(weights, np.float64),)
+
+        def statistic(x, y, w, axis):
+            return np.sum(w * (x - y), axis=axis) / np.sum(w, axis=axis)
     res = sps.bootstrap(
-        (np.asarray(method, np.float64), np.asarray(best, np.float64)),
-        lambda x, y, axis: np.mean(x - y, axis=axis),
-        paired=True, vectorized=True, n_resamples=n_boot, confidence_level=confidence,
+        samples, statistic, paired=True, vectorized=True, n_resamples=n_boot, confidence_level=confidence,
         method="percentile", batch=max(1, min(n_boot, 2_000_000 // max(len(diff), 1))),
         random_state=np.random.default_rng(seed),
     )
@@ -225,8 +249,6 @@ def significance(
 
 def _direction(metric: str, higher_is_better) -> bool:
     if higher_is_better is None:
-        from bench.metrics import higher_is_better as metric_direction
-
         return metric_direction(metric)
     if isinstance(higher_is_better, Mapping):
         if metric not in higher_is_better:
@@ -293,16 +315,24 @@ def _one_table(frame, dataset, metric, methods, hib, *, test, correction, alpha,
     # per-query values averaged over seeds: rows (fold, query), columns methods
     wide = kept.groupby(["fold", "query", "method"], sort=True)[metric].mean().unstack("method")
     wide = wide[methods]
-    per_seed = kept.groupby(["method", "seed"], sort=False)[metric].mean()
-    means = wide.mean(axis=0)
+    weights = _pooling_weights(kept, dataset, metric, wide.index)
+    w = np.ones(len(wide)) if weights is None else weights
+    if weights is None:
+        per_seed = kept.groupby(["method", "seed"], sort=False)[metric].mean()
+    else:  # each seed's pooled mean
+        row_w = _aligned(kept, wide.index, weights)
+        sums = kept.assign(_wv=kept[metric].to_numpy() * row_w, _w=row_w).groupby(["method", "seed"], sort=False)
+        per_seed = sums["_wv"].sum() / sums["_w"].sum()
+    means = wide.mul(w, axis=0).sum(axis=0) / w.sum() if weights is not None else wide.mean(axis=0)
     best = (means.idxmax() if hib else means.idxmin()) if len(methods) else None
     # equal means: the first listed method wins (idxmax returns the first maximum)
     best_values = wide[best].to_numpy()
+    units = w / w.mean()  # a pooled metric's test units: their plain mean is the pooled mean
     others = [m for m in methods if m != best]
     p_raw = []
     for method in others:
         cmp_seed = derive_seed("permutation", seed, dataset, metric, method)
-        p_raw.append(paired_test(best_values, wide[method].to_numpy(), test=test,
+        p_raw.append(paired_test(best_values * units, wide[method].to_numpy() * units, test=test,
                                  higher_is_better=hib, n_permutations=n_permutations,
                                  seed=cmp_seed))
     p_adj = holm(p_raw) if correction == "holm" else np.asarray(p_raw, dtype=np.float64)
@@ -319,7 +349,7 @@ def _one_table(frame, dataset, metric, methods, hib, *, test, correction, alpha,
                 lo = hi = float("nan")
         else:
             p, pa = p_of[method]
-            lo, hi = bootstrap_ci(vals, best_values, n_boot=n_boot, confidence=confidence,
+            lo, hi = bootstrap_ci(vals, best_values, n_boot=n_boot, confidence=confidence, weights=weights,
                                   seed=derive_seed("bootstrap", seed, dataset, metric, method))
         diff = (vals - best_values) if hib else (best_values - vals)  # > 0: method better
         rows.append({
@@ -333,6 +363,34 @@ def _one_table(frame, dataset, metric, methods, hib, *, test, correction, alpha,
             "n_seeds": len(seed_means), "test": test, "correction": correction, "alpha": alpha,
         })
     return rows
+
+
+def _pooling_weights(kept: pd.DataFrame, dataset, metric: str, keys: pd.Index) -> np.ndarray | None:
+    """A pooled metric's per-query weights, aligned to ``keys`` (None: a plain mean).
+
+    A weight is a function of the query's labels (OPA: its pairs with different labels; ARP:
+    its label sum), so every method and seed must carry the same weight for a query; a
+    frame where they differ was not graded from the same test split and is refused.
+    """
+    column = weight_column(metric)
+    if column not in kept.columns:
+        return None
+    spread = kept.groupby(["fold", "query"], sort=True)[column].agg(["min", "max"])
+    differ = spread.index[(spread["max"] - spread["min"]).abs().to_numpy() > _TIE_TOL * spread["max"].abs().clip(lower=1)]
+    if len(differ):
+        raise ValueError(f"dataset {dataset!r}, metric {metric!r}: the pooling weight ({column}) differs between "
+                         f"methods or seeds at {_examples(list(differ))}; the per-query frames were not graded on "
+                         "the same test lists")
+    weights = spread["min"].reindex(keys).to_numpy(np.float64)
+    if np.isnan(weights).any() or (weights < 0).any() or weights.sum() <= 0:
+        raise ValueError(f"dataset {dataset!r}, metric {metric!r}: {column} must be finite, >= 0 and not all 0")
+    return weights
+
+
+def _aligned(frame: pd.DataFrame, keys: pd.Index, values: np.ndarray) -> np.ndarray:
+    """``values`` (one per ``(fold, query)`` key of ``keys``) for every row of ``frame``."""
+    rows = pd.MultiIndex.from_arrays([frame["fold"], frame["query"]])
+    return values[keys.get_indexer(rows)]
 
 
 # ------------------------------------------------------------------------------------------
@@ -368,7 +426,7 @@ def _cli_stats(args) -> int:
     per_query = load_per_query(args.inputs)
     metrics = args.metrics or [
         c for c in per_query.columns
-        if c not in KEY_COLUMNS and c not in INFO_COLUMNS and not c.endswith(":dropped")
+        if c not in KEY_COLUMNS and c not in INFO_COLUMNS and is_metric_column(c)
     ]
     absent = [m for m in metrics if m not in per_query.columns]
     if absent:

@@ -51,12 +51,14 @@ from bench.losses.neuralsort_ce import neuralsort_ce
 
 
 def gumbel_noise(mask: Tensor, samples: int, dtype: torch.dtype, generator: torch.Generator | None) -> Tensor:
-    r"""Standard Gumbel noise ``[B, samples, L]`` on ``mask``'s device, drawn item-major.
+    r"""Standard Gumbel noise ``[B, samples, L]`` in ``dtype`` on ``mask``'s device, drawn item-major.
 
     Item ``j`` of list ``b`` gets the draws ``(j B + b) S .. (j B + b) S + S - 1`` of the
     generator's stream, so padding appended to the lists does not shift a real item's noise.
-    :math:`u` is clamped to the dtype's smallest normal number, so :math:`g` is always finite
-    (at most about 16.6 in float32, and above :math:`-\log(-\log 2^{-126}) \approx -4.5`).
+    The draws and logarithms are in float64 whatever ``dtype`` (then rounded to it), so a
+    float32 and a float64 call with the same generator state see the same noise. :math:`u` is
+    clamped to float64's smallest normal number, so :math:`g` is finite (below about 36.7 and
+    above :math:`-\log(-\log 2^{-1022}) \approx -6.6`).
 
     >>> g = gumbel_noise(torch.ones(2, 3, dtype=torch.bool), 4, torch.float64, torch.Generator().manual_seed(0))
     >>> g.shape, bool(torch.isfinite(g).all())
@@ -64,9 +66,9 @@ def gumbel_noise(mask: Tensor, samples: int, dtype: torch.dtype, generator: torc
     """
     b, length = mask.shape
     device = generator.device if generator is not None else mask.device
-    u = torch.rand(length, b, samples, generator=generator, dtype=dtype, device=device)
-    u = u.clamp_min(torch.finfo(dtype).tiny)
-    return (-torch.log(-torch.log(u))).permute(1, 2, 0).to(mask.device)
+    u = torch.rand(length, b, samples, generator=generator, dtype=torch.float64, device=device)
+    u = u.clamp_min(torch.finfo(torch.float64).tiny)
+    return (-torch.log(-torch.log(u))).permute(1, 2, 0).to(device=mask.device, dtype=dtype)
 
 
 def perturbed_scores(scores: Tensor, mask: Tensor, noise: Tensor, temperature: float,

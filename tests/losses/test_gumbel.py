@@ -59,6 +59,18 @@ def test_the_noise_is_standard_gumbel():
     assert abs(g.var().item() - math.pi**2 / 6) <= 5 * math.sqrt(2.4 * math.pi**4 / 36 / n)  # excess kurtosis 2.4
 
 
+def test_float32_and_float64_calls_see_the_same_noise():
+    """The draws are made in float64 and rounded: the same generator state gives one noise."""
+    m = torch.ones(3, 7, dtype=torch.bool)
+    single = gumbel_noise(m, 5, torch.float32, torch.Generator().manual_seed(4))
+    double = gumbel_noise(m, 5, F64, torch.Generator().manual_seed(4))
+    assert single.dtype == torch.float32 and torch.equal(single, double.float())
+    s, y, mm = _lists()
+    values = [gumbel_approxndcg(s.to(dt), y.to(dt), mm, generator=torch.Generator().manual_seed(1)).item()
+              for dt in (torch.float32, F64)]
+    assert values[0] == pytest.approx(values[1], rel=1e-5)
+
+
 def test_tf_ranking_gumbel_neural_sort_expectations_rederived():
     scores = torch.tensor([[1.4, -2.8, -0.4], [0.0, 1.8, 10.2], [1.0, 1.2, -3.2]], dtype=F64)
     # tensorflow_ranking losses_impl_test.test_gumbel_neural_sort: the perturbed logits it drew

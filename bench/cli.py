@@ -24,9 +24,10 @@ STAGES: dict[str, tuple[str, ...]] = {
     "bench.data.cli": ("datasets", "fetch", "prepare", "synthetic"),
     "bench.training.cli": run_rules(),  # one command per rule of the run kinds (bench.config.kinds)
     "bench.evaluate": ("evaluate", "export-scores"),
+    "bench.selection": ("select",),
     "bench.curves": ("loss-curves", "toy-sort"),
     "bench.stats": ("stats",),
-    "bench.report.cli": ("table", "figure", "compare-table", "computed-table", "coverage"),
+    "bench.report.cli": ("table", "figure", "compare-table", "computed-table", "coverage", "selection-table"),
     "bench.frozen": ("freeze", "check-frozen"),
     "bench.perf.cli": ("perf",),
     "bench.costs.cli": ("plan", "status"),

@@ -79,9 +79,15 @@ class _Jobs:
     def evaluation(self, name: str, dataset: str) -> None:
         ev = plan.evaluation(self.config, name, dataset)
         for fold in ev.folds:
-            self.runs(ev.experiment, dataset, fold, ev.methods, ev.seeds)
+            self.runs(ev.experiment, dataset, fold, ev.trained, ev.seeds)
+            self.selection(name, dataset, fold)
             self.add("evaluate", plan.EVALUATED.format(name=name, dataset=dataset, fold=fold),
                      name=name, dataset=dataset, fold=fold)
+
+    def selection(self, name: str, dataset: str, fold: str) -> None:
+        """The ``select`` job an evaluation of ``name`` keeps its chosen grid points by (if any)."""
+        for out in plan.evaluation_selection(self.config, name, dataset, fold):
+            self.add("select", out, table=name, dataset=dataset, fold=fold)
 
     def table(self, table: str, *, render: bool = True) -> None:
         for dataset in plan.table_datasets(self.config, table):
@@ -90,6 +96,8 @@ class _Jobs:
         if render:
             for out in plan.table_outputs(self.config, table)[:1]:
                 self.add("table", out, table=table)
+            for out in plan.selection_table_outputs(self.config, table)[:1]:
+                self.add("selection_table", out, table=table)
 
     def figure(self, figure: str) -> None:
         spec = self.config["figures"][figure]
@@ -134,7 +142,8 @@ class _Jobs:
             dataset = plan.resolve_role(self.config, spec["dataset"], self.config["tables"][table])
             ev = plan.evaluation(self.config, table, dataset)
             for fold in ev.folds:
-                self.runs(ev.experiment, dataset, fold, ev.methods, ev.seeds)
+                self.runs(ev.experiment, dataset, fold, ev.trained, ev.seeds)
+                self.selection(table, dataset, fold)
         self.add("computed_table", plan.computed_table_outputs(self.config, name)[0], table=name)
 
     def freeze(self) -> None:

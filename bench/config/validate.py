@@ -30,14 +30,17 @@ import jsonschema
 import yaml
 
 from bench.choices import DATASET_CONVENTION, STABLE_TIES_CONVENTIONS
-from bench.config import heatmap, kinds, schema
+from bench.config import heatmap, kinds, schema, selection
 from bench.config.plan import (
     compare_method_name,
     dataset_convention,
     merged_model,
     method_kind,
     resolve_role,
+    selection_point_spec,
     table_datasets,
+    table_methods,
+    table_selects,
 )
 from bench.config.run import check_choice, resolve_model
 from bench.config.schema import ROOT, SCHEMA_PATH, StudyValidator, _key, deepest_error, describe, load_schema  # noqa: F401
@@ -294,6 +297,45 @@ def check_recall_heatmap(config: dict[str, Any]) -> None:
     heatmap.check_methods(config["methods"], spec, where)
 
 
+def check_selections(config: dict[str, Any]) -> None:
+    """Each table's ``select``: its methods are the table's (neural or GBDT, not trained by a
+    protocol section), its grids make sense (:func:`bench.config.selection.check_grid`), a grid
+    that sets ``model`` keys gives a valid model, the paper's choices name the table's dataset
+    roles and grid keys, and a point's name is neither a catalogue method's nor another
+    table's point with other settings."""
+    named: dict[str, tuple[dict[str, Any], str]] = {}
+    for table, spec in config.get("tables", {}).items():
+        where = f"tables.{table}.select"
+        protocol = config["protocols"][spec["protocol"]]
+        sectioned = {m for key in kinds.protocol_kinds() for m in (protocol.get(key) or {}).get("methods", [])}
+        for name, select in table_selects(config, table).items():
+            at = f"{where}.{name}"
+            _require(table_methods(config, table), name, at, "method of the table")
+            if name in sectioned:
+                raise ConfigError(f"config key '{at}': '{name}' is trained by the protocol's own section "
+                                  f"({', '.join(k for k in kinds.protocol_kinds() if protocol.get(k))}); "
+                                  "it cannot be selected on a grid")
+            entry = config["methods"][name]
+            points = selection.check_grid(name, entry, method_kind(entry), select, at)
+            roles = [] if spec["datasets"] == "all" else spec["datasets"]
+            for role, values in (select.get("paper") or {}).items():
+                _require(roles, role, f"{at}.paper", "dataset role of the table")
+                for key in values:
+                    _require(select["grid"], key, f"{at}.paper.{role}", "grid key")
+            for point in points:
+                point_entry = selection_point_spec(config, table, point)
+                if "model" in point_entry:
+                    check_model(merged_model(protocol["model"], point_entry["model"]), f"{at}.grid")
+                if point.name in config["methods"]:
+                    raise ConfigError(f"config key '{at}': its grid point '{point.name}' has the name of a method "
+                                      "of the catalogue; rename that method")
+                earlier = named.setdefault(point.name, (point_entry, at))
+                if earlier[0] != point_entry:
+                    raise ConfigError(f"config key '{at}': its grid point '{point.name}' is also a point of "
+                                      f"'{earlier[1]}' with other settings (its selection metric); give one of "
+                                      "them the other's metric")
+
+
 def check_references(config: dict[str, Any]) -> None:
     """Every protocol, method, dataset and role a table/figure/freeze names must exist."""
     datasets, protocols, methods = config["datasets"], config["protocols"], config["methods"]
@@ -334,6 +376,7 @@ def check_references(config: dict[str, Any]) -> None:
         for i, name in enumerate(spec["methods"]):
             _require(methods, name, f"{where}.methods.{i}", "method")
     check_recall_heatmap(config)
+    check_selections(config)
     lsf = config.get("figures", {}).get("listsize_figure")
     if lsf and lsf.get("enabled", True):
         _require(config.get("tables", {}), lsf["table"], "figures.listsize_figure.table", "table")

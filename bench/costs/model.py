@@ -343,6 +343,8 @@ COST_MODELS: dict[str, Callable[[Context, Job], Projection]] = {
     **dict.fromkeys(("table", "figure", "freeze_dataset", "check_frozen", "compare_table", "loss_curves"), process),
     # issue 26: tables from prepared folds' labels, runs' records or a six-document toy list
     **dict.fromkeys(("computed_table", "toy_sort"), process),
+    # issue 32: the choice of a grid point (reads run.json records) and the selection table
+    **dict.fromkeys(("select", "selection_table"), process),
     # issue 35: the quality-cost figure's table, from a statistics table and its runs' records
     "quality_cost": process,
 }

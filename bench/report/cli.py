@@ -13,6 +13,10 @@ JSON object (``--spec``) that the workflow builds from the validated config.
 - ``computed-table NAME --input FILE ... --spec JSON --md M --tex T --html H``: render a table
   of ``computed_tables:`` (:mod:`bench.report.computed`: NeuralSort's toy sort, the datasets'
   statistics, the runs' time and memory).
+- ``selection-table NAME --selection REC ... --spec JSON --md M --tex T --html H``: the
+  hyperparameter selection of a table (:mod:`bench.report.selection`): every grid point's
+  validation mean, the chosen one marked; ``table`` takes the same records (``--selection``)
+  to name the chosen points in its caption.
 - ``quality-cost --stats S.parquet --spec JSON --out O.parquet``: the table
   the quality-cost figure draws (:mod:`bench.report.quality_cost`): per method of a statistics
   table, its mean metric with a confidence interval over seeds, and its training seconds per
@@ -37,7 +41,7 @@ from bench.atomic import write_files
 from bench.config.plan import FIGURES
 from bench.errors import UsageError
 from bench.metrics import dropped_column, weight_column
-from bench.results import KEY_COLUMNS, read_frame, read_frames, write_frame
+from bench.results import KEY_COLUMNS, read_frame, read_frames, read_record, write_frame
 
 
 def _spec(text: str) -> dict[str, Any]:
@@ -65,6 +69,10 @@ def _cli_table(args) -> int:
 
     spec = _spec(args.spec)
     spec.setdefault("name", args.name)
+    if args.selection:  # the points chosen on validation, named in the caption
+        from bench.report.selection import caption_sentence
+
+        spec["selected"] = caption_sentence([read_record(p) for p in args.selection], spec)
     stats = read_frame(args.stats)
     paper = load_paper_numbers(args.paper_numbers) if args.paper_numbers else load_paper_numbers()
     _write_table(build_table(stats, spec, paper), args.md, args.tex, args.html)
@@ -79,6 +87,15 @@ def _cli_computed(args) -> int:
     spec.setdefault("name", args.name)
     paper = load_paper_numbers(args.paper_numbers) if args.paper_numbers else load_paper_numbers()
     _write_table(build(list(args.input or []), spec, paper), args.md, args.tex, args.html)
+    return 0
+
+
+def _cli_selection(args) -> int:
+    from bench.report.selection import selection_table
+
+    spec = _spec(args.spec)
+    spec.setdefault("name", f"{args.name}_selection")
+    _write_table(selection_table([read_record(p) for p in args.selection], spec), args.md, args.tex, args.html)
     return 0
 
 
@@ -215,13 +232,23 @@ def _table_outputs(p) -> None:
 
 
 def register_cli(subparsers) -> None:
-    """Add ``ltr-bench table``, ``figure`` and ``compare-table``."""
+    """Add ``ltr-bench table``, ``selection-table``, ``figure``, ``computed-table``, ``coverage`` and ``compare-table``."""
     t = subparsers.add_parser("table", help="render a statistics table as Markdown, LaTeX and HTML")
     t.add_argument("name")
     t.add_argument("--stats", required=True, help="results/stats/<table>.parquet")
     t.add_argument("--spec", required=True, help="table spec as JSON (built by the workflow)")
+    t.add_argument("--selection", nargs="*", default=[],
+                   help="selection records (ltr-bench select) whose chosen points the caption names")
     _table_outputs(t)
     t.set_defaults(func=_cli_table)
+    s = subparsers.add_parser("selection-table", help="render a table's hyperparameter selection (every grid point)")
+    s.add_argument("name", help="the table whose methods were selected")
+    s.add_argument("--selection", nargs="+", required=True, help="its selection records (ltr-bench select)")
+    s.add_argument("--spec", required=True, help="JSON (bench.config.plan.selection_table_spec)")
+    s.add_argument("--md")
+    s.add_argument("--tex")
+    s.add_argument("--html")
+    s.set_defaults(func=_cli_selection)
     f = subparsers.add_parser("figure", help="draw one figure as PNG and PDF")
     f.add_argument("name", choices=FIGURES)
     f.add_argument("--spec", default="{}", help="figure spec as JSON")

@@ -93,11 +93,14 @@ def seed_interval(mean: float, std: float, n_seeds: int, confidence: float = CON
 
 
 def _run_costs(spec: dict[str, Any]) -> pd.DataFrame:
-    """Per run: method, training seconds per epoch, peak GPU and host bytes, device (run.json)."""
-    from bench.results import read_run_info
+    """Per run: method, training seconds per epoch, peak GPU and host bytes, device (run.json).
+    A method selected on validation counts its chosen point's runs only (``spec["selection"]``:
+    the records, :func:`bench.config.selection.keep_chosen`)."""
+    from bench.config.selection import keep_chosen
+    from bench.results import read_record, read_run_info
 
     rows = []
-    for run in spec["runs"]:
+    for run in keep_chosen(spec["runs"], [read_record(p) for p in spec.get("selection", [])]):
         info = read_run_info(run["dir"])
         peak = info.get("peak_memory") or {}
         rows.append({"method": run["method"], "seconds_per_epoch": info.get("seconds_per_epoch"),

@@ -171,6 +171,8 @@ def caption(spec: dict[str, Any], has_paper: bool, published: str = "") -> str:
         parts.append(f"Reproduces {spec['source']}.")
     if spec.get("note"):
         parts.append(spec["note"])
+    if spec.get("selected"):  # the chosen grid points (bench.report.selection.caption_sentence)
+        parts.append(spec["selected"])
     if any(ds.get("stands_for") for ds in spec.get("datasets", [])):
         parts.append("Synthetic stand-ins replace the paper's datasets: compare methods within this table, "
                      "not with the paper's numbers.")

@@ -16,7 +16,7 @@ import pytest
 from scipy import stats as sps
 
 from bench.report.quality_cost import COLUMNS, pareto_front, quality_cost_figure, quality_cost_table, seed_interval
-from bench.results import RUN_JSON_KEYS, write_run
+from bench.results import RUN_JSON_KEYS, write_record, write_run
 from bench.stats import significance
 
 
@@ -96,6 +96,18 @@ def test_gpu_records_are_used_when_any_run_has_one_and_the_others_leave_that_pan
     assert set(table["memory"]) == {"gpu"}
     assert table.loc["a", "memory_gb"] == pytest.approx(0.4) and np.isnan(table.loc["c", "memory_gb"])
     assert np.isnan(table.loc["c", "seconds_per_epoch"]) and not table.loc["c", "front_time"]
+
+
+def test_a_method_selected_on_validation_is_costed_by_its_chosen_points_runs(tmp_path):
+    stats = significance(_per_query(1), ["ndcg@10"], n_boot=0)
+    runs = [{**_run(tmp_path / "a1", "a", 1.0, 1e9, None), "point": "a+x=1"},
+            {**_run(tmp_path / "a2", "a", 9.0, 9e9, None), "point": "a+x=2"},
+            _run(tmp_path / "b", "b", 2.0, 2e9, None), _run(tmp_path / "c", "c", 3.0, 3e9, None)]
+    record = {"methods": {"a": {"chosen": "a+x=2", "points": [{"name": "a+x=1", "dirs": [str(tmp_path / "a1")]},
+                                                              {"name": "a+x=2", "dirs": [str(tmp_path / "a2")]}]}}}
+    write_record(record, tmp_path / "selection.json")
+    table = quality_cost_table(stats, {**_spec(runs), "selection": [str(tmp_path / "selection.json")]})
+    assert table.set_index("method").loc["a", ["seconds_per_epoch", "memory_gb"]].tolist() == [9.0, 9.0]
 
 
 def test_one_seed_has_no_interval_and_a_missing_method_is_named(tmp_path):

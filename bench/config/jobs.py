@@ -154,6 +154,9 @@ class _Jobs:
         elif figure == "letor_curves":
             for dataset in plan.table_datasets(self.config, spec["table"]):
                 self.evaluation(spec["table"], dataset)
+        elif figure == "quality_cost_figure":
+            self.table(spec["table"], render=False)  # its statistics and its runs (every dataset's)
+            self.add("quality_cost", plan.QUALITY_COST)
         else:
             self.add("loss_curves", plan.LOSS_CURVES)
 

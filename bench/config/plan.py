@@ -71,6 +71,10 @@ COMPUTED_TABLES = {
 }
 # PiRank Fig. 13 (temperature annealing, tau = 1e12) and SinkProp Fig. 2 as curves
 FIGURES += ("annealing_figure", "letor_curves")
+# Issue 35: quality against cost per loss, from a statistics table's own runs (no training)
+FIGURES += ("quality_cost_figure",)
+# figures of this suite's own, reproducing no paper figure (as TABLE_SOURCES' None for tables)
+OWN_FIGURES: tuple[str, ...] = ("quality_cost_figure",)
 
 
 # ----------------------------------------------------------------------------- methods and roles
@@ -698,6 +702,8 @@ def figure_spec(config: dict[str, Any], figure: str) -> dict[str, Any]:
                 "metrics": spec["metrics"], "subject": figure_subject(config, table["l_train"], dataset)}
     if figure == heatmap.FIGURE:
         return heatmap_spec(config)
+    if figure == "quality_cost_figure":
+        return quality_cost_figure_spec(config)
     return {}
 
 
@@ -731,6 +737,8 @@ def figure_inputs(config: dict[str, Any], figure: str) -> list[str]:
         return [STATS.format(table=spec["table"])]
     if figure == heatmap.FIGURE:
         return evaluated_files(config, figure, [ds for ds, _ in heatmap_datasets(config)])
+    if figure == "quality_cost_figure":
+        return [QUALITY_COST]
     return [LOSS_CURVES]
 
 
@@ -875,18 +883,25 @@ def study_datasets(config: dict[str, Any]) -> list[str]:
     return _dedupe(names)
 
 
-def _cost_runs(config: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
-    """``arf_table9``: the dataset and the runs (method, seed, dir) of its source table on it."""
-    spec = config["computed_tables"]["arf_table9"]
+def _table_runs(config: dict[str, Any], key: str) -> tuple[str, list[dict[str, Any]]]:
+    """The dataset and the runs (method, seed, dir) of a statistics table on it, for the targets
+    that read a table's own runs (config key ``key`` with ``table`` and ``dataset``, a role)."""
+    section, name = key.rsplit(".", 1)
+    spec = config[section][name]
     table = spec["table"]
     if table not in enabled_tables(config):
-        raise ConfigError(f"config key 'computed_tables.arf_table9.table': {table!r} is not an enabled table")
+        raise ConfigError(f"config key '{key}.table': {table!r} is not an enabled table")
     dataset = resolve_role(config, spec["dataset"], config["tables"][table])
     if dataset not in table_datasets(config, table):
-        raise ConfigError(f"config key 'computed_tables.arf_table9.dataset': {spec['dataset']!r} is not a "
+        raise ConfigError(f"config key '{key}.dataset': {spec['dataset']!r} is not a "
                           f"dataset of table {table} ({table_datasets(config, table)})")
     ev = evaluation(config, table, dataset)
     return dataset, [run for f in ev.folds for run in _runs_of(ev, dataset, f)]
+
+
+def _cost_runs(config: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    """``arf_table9``: the dataset and the runs (method, seed, dir) of its source table on it."""
+    return _table_runs(config, "computed_tables.arf_table9")
 
 
 def computed_table_inputs(config: dict[str, Any], name: str) -> list[str]:
@@ -1141,3 +1156,45 @@ def selection_table_spec(config: dict[str, Any], table: str) -> dict[str, Any]:
                      "paper": copy.deepcopy(table_selects(config, table)[m].get("paper") or {})}
                     for m, label in selection_labels(config, table).items()],
     }
+
+
+# ----------------------------------------------------------------------------- quality against cost (issue 35)
+
+QUALITY_COST = "results/figures/quality_cost_figure.parquet"
+
+
+def quality_cost_inputs(config: dict[str, Any]) -> list[str]:
+    """What ``ltr-bench quality-cost`` reads: the table's statistics, its runs' ``run.json`` and,
+    for a table that selects hyperparameters, the selection records (the chosen points' runs)."""
+    figure_outputs(config, "quality_cost_figure")  # enabled?
+    dataset, runs = _table_runs(config, "figures.quality_cost_figure")
+    table = config["figures"]["quality_cost_figure"]["table"]
+    return [STATS.format(table=table), *[f"{r['dir']}/run.json" for r in runs],
+            *selection_files(config, table, [dataset])]
+
+
+def quality_cost_spec(config: dict[str, Any]) -> dict[str, Any]:
+    """``ltr-bench quality-cost``'s spec: the dataset, the metric, the methods and their runs."""
+    spec = config["figures"]["quality_cost_figure"]
+    dataset, runs = _table_runs(config, "figures.quality_cost_figure")
+    table = spec["table"]
+    if spec["metric"] not in config["tables"][table]["metrics"]:
+        raise ConfigError(f"config key 'figures.quality_cost_figure.metric': {spec['metric']!r} is not a metric of "
+                          f"table {table} ({config['tables'][table]['metrics']})")
+    methods = all_methods(config)
+    return {"table": table, "dataset": dataset, "metric": spec["metric"], "runs": runs,
+            "selection": selection_files(config, table, [dataset]),
+            "methods": [{**m, "kind": method_kind(methods[m["name"]])}
+                        for m in method_labels(config, table_methods(config, table))]}
+
+
+def quality_cost_figure_spec(config: dict[str, Any]) -> dict[str, Any]:
+    """What the figure prints besides its table: the dataset, the protocol's batches, the seeds."""
+    spec = config["figures"]["quality_cost_figure"]
+    dataset, _ = _table_runs(config, "figures.quality_cost_figure")
+    table = spec["table"]
+    _, train = protocol_for_dataset(config, config["tables"][table]["protocol"], dataset)
+    return {"table": table, "metric": spec["metric"], "profile": config["profile"],
+            "dataset_label": config["datasets"][dataset].get("label", dataset),
+            "folds": evaluation(config, table, dataset).folds, "seeds": table_seeds(config, table),
+            "batch_size": train["batch_size"], "list_size": train["list_size"]}

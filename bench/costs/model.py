@@ -474,6 +474,8 @@ COST_MODELS: dict[str, Callable[[Context, Job], Projection]] = {
     # issue 32: the choice of a grid point (reads run.json records) and the selection table
     **dict.fromkeys(("select", "selection_table"), process),
     "perf_scaling": perf_scaling,
+    # issue 35: the quality-cost figure's table, from a statistics table and its runs' records
+    "quality_cost": process,
 }
 
 

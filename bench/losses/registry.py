@@ -40,8 +40,12 @@ class LossInfo:
 
     ``relaxed``: hyperparameters selecting the loss's differentiable path (e.g.
     ``straight_through=False``), used by gradient checks against finite differences.
-    ``stochastic``: the value depends on random draws (ListMLE's tie order), so checks
-    that compare two calls must use tie-free labels or the same generator state.
+    ``stochastic``: the value depends on random draws (ListMLE's tie order, Gumbel noise,
+    sampled rankings), so checks that compare two calls must use tie-free labels or the same
+    generator state and batch shape.
+    ``estimated_gradient``: the gradient is an unbiased estimate of the gradient of the value's
+    expectation over the draws, not the derivative of the value (PL-Rank: the sampled metric
+    is flat between rankings), so finite differences of one call cannot check it.
     ``outputs``: what the scorer hands the loss. ``"scores"`` (every loss but one): one score
     per item, ``scores [B, L]``, the common signature below. ``"grade_logits"``: one logit per
     label grade, ``scores [B, L, C]`` with ``C`` the loss's ``grades`` hyperparameter; the
@@ -55,6 +59,7 @@ class LossInfo:
     relaxed: Mapping[str, Any] = field(default_factory=dict)
     stochastic: bool = False
     outputs: str = "scores"
+    estimated_gradient: bool = False
 
 
 def _entry(name: str, target: str, **kw: Any) -> tuple[str, LossInfo]:
@@ -85,6 +90,9 @@ BUILTIN: dict[str, LossInfo] = dict(
         _entry("softsort_ndcg", "bench.losses.relaxed_ndcg:softsort_ndcg"),
         _entry("diffsort_ndcg", "bench.losses.relaxed_ndcg:diffsort_ndcg"),
         _entry("softmax_pointwise", "bench.losses.grades:softmax_pointwise", outputs="grade_logits"),
+        _entry("plrank_ndcg", "bench.losses.plackett_luce:plrank_ndcg", stochastic=True, estimated_gradient=True),
+        _entry("gumbel_approxndcg", "bench.losses.gumbel:gumbel_approxndcg", stochastic=True),
+        _entry("gumbel_neuralsort_ce", "bench.losses.gumbel:gumbel_neuralsort_ce", stochastic=True),
     ]
 )
 

@@ -17,6 +17,10 @@ JSON object (``--spec``) that the workflow builds from the validated config.
   hyperparameter selection of a table (:mod:`bench.report.selection`): every grid point's
   validation mean, the chosen one marked; ``table`` takes the same records (``--selection``)
   to name the chosen points in its caption.
+- ``quality-cost --stats S.parquet --spec JSON --out O.parquet``: the table
+  the quality-cost figure draws (:mod:`bench.report.quality_cost`): per method of a statistics
+  table, its mean metric with a confidence interval over seeds, and its training seconds per
+  epoch and peak memory from the ``run.json`` of the runs named in the spec.
 - ``coverage --doc docs/coverage.md --enabled NAME ... --profile P --html H``: the coverage list
   of every table and figure of the four papers as a report page (:mod:`bench.report.coverage`).
 - ``compare-table --frozen DIR --new P.parquet ... --spec JSON --md M --html H``: verify the
@@ -132,9 +136,25 @@ def _cli_figure(args) -> int:
         fig = heatmap.recall_heatmaps(per_query, spec)
     elif name == "neuralndcg_curves":
         fig = F.neuralndcg_curves(read_frame(_one(inputs, name)))
+    elif name == "quality_cost_figure":
+        from bench.report.quality_cost import quality_cost_figure
+
+        fig = quality_cost_figure(read_frame(_one(inputs, name)), spec)
     else:
         raise UsageError(f"unknown figure {name!r}; known: {', '.join(FIGURES)}")
     F.save(fig, args.png, args.pdf)
+    return 0
+
+
+def _cli_quality_cost(args) -> int:
+    from bench.report.quality_cost import quality_cost_table
+
+    try:
+        table = quality_cost_table(read_frame(args.stats), _spec(args.spec))
+    except ValueError as exc:
+        raise UsageError(f"quality-cost: {exc}") from exc
+    write_frame(table, args.out)
+    print(f"ltr-bench quality-cost: {len(table)} methods -> {args.out}")
     return 0
 
 
@@ -243,6 +263,12 @@ def register_cli(subparsers) -> None:
     d.add_argument("--spec", required=True, help="table spec as JSON (built by the workflow)")
     _table_outputs(d)
     d.set_defaults(func=_cli_computed)
+    q = subparsers.add_parser("quality-cost", help="per method: mean metric with a CI over seeds, seconds per epoch, "
+                              "peak memory (the quality-cost figure's table)")
+    q.add_argument("--stats", required=True, help="results/stats/<table>.parquet")
+    q.add_argument("--spec", required=True, help="JSON: table, dataset, metric, methods, runs (built by the workflow)")
+    q.add_argument("--out", required=True, help="the table to write (parquet)")
+    q.set_defaults(func=_cli_quality_cost)
     v = subparsers.add_parser("coverage", help="the coverage list of docs/coverage.md as a report page")
     v.add_argument("--doc", required=True, help="docs/coverage.md")
     v.add_argument("--enabled", nargs="*", help="the tables and figures this profile builds")

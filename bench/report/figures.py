@@ -22,6 +22,8 @@ function returning a ``matplotlib.figure.Figure``; :func:`save` writes PNG and P
 - ``neuralndcg_curves`` (NeuralNDCG Figs. 1-2): NDCG and NeuralNDCG (with and without
   Sinkhorn scaling, several tau) of the papers' toy lists as one score ``x`` varies, from the
   table :mod:`bench.curves` computes (``ltr-bench loss-curves``).
+- ``quality_cost_figure`` (this suite's own): :mod:`bench.report.quality_cost` (a table's
+  metric with its interval over seeds against seconds per epoch and peak memory, Pareto fronts).
 
 Every figure is drawn from computed tables only (perf CSV, statistics, per-query frames,
 curves); nothing here trains, evaluates or calls a loss.

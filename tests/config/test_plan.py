@@ -361,3 +361,30 @@ def test_only_the_temperature_figures_runs_record_the_validation_curve_on_cut_li
     assert plan.run_config(paper, "pirank_ablation", "mslr-web30k", "pirank_ndcg_tau5")["train"][
         "vali_curve_list_size"] == 100
     assert plan.figure_spec(paper, "temperature_figure")["smoothing"] == 0.9
+
+
+def test_quality_cost_figure_reads_the_unified_tables_statistics_and_its_runs_records(cfg):
+    assert plan.figure_inputs(cfg, "quality_cost_figure") == [plan.QUALITY_COST]
+    files = plan.quality_cost_inputs(cfg)
+    methods, seeds = plan.table_methods(cfg, "unified_table"), plan.table_seeds(cfg, "unified_table")
+    assert files[0] == "results/stats/unified_table.parquet" and len(files) == 1 + len(methods) * len(seeds)
+    assert "results/runs/unified/syn-web/Fold1/plrank_ndcg/seed1/run.json" in files
+    spec = plan.quality_cost_spec(cfg)
+    assert (spec["dataset"], spec["metric"]) == ("syn-web", "ndcg@10")
+    kinds = {m["name"]: m["kind"] for m in spec["methods"]}
+    assert kinds["lightgbm_lambdarank"] == "gbdt" and kinds["plrank_ndcg"] == "neural"
+    paper = cv.load_config(ROOT / "config" / "paper.yaml")
+    spec = plan.quality_cost_spec(paper)
+    assert spec["dataset"] == "mslr-web30k" and len(spec["runs"]) == len(methods) * 5 * 3  # 5 folds, 3 seeds
+    figure = plan.figure_spec(paper, "quality_cost_figure")
+    assert (figure["dataset_label"], figure["folds"][-1], figure["list_size"]) == ("MSLR-WEB30K", "Fold5", 200)
+    assert spec["selection"] == []  # the unified table selects nothing
+    arf = cv.load_config(overrides={"figures": {"quality_cost_figure": {"table": "arf_table2", "metric": "ndcg@15"}}})
+    files = plan.quality_cost_inputs(arf)  # ARF Table 2 selects ARF's tau x lr: its records say which runs count
+    assert files[-1] == "results/selection/arf_table2/syn-web/Fold1.json" == plan.quality_cost_spec(arf)["selection"][0]
+    off = cv.load_config(overrides={"figures": {"quality_cost_figure": {"metric": "ndcg@3"}}})
+    with pytest.raises(ConfigError, match="figures.quality_cost_figure.metric': 'ndcg@3' is not a metric of"):
+        plan.quality_cost_spec(off)
+    off = cv.load_config(overrides={"figures": {"quality_cost_figure": {"table": "pirank_table1", "dataset": "ohsumed"}}})
+    with pytest.raises(ConfigError, match="figures.quality_cost_figure.dataset': 'ohsumed' is not a dataset"):
+        plan.quality_cost_inputs(off)

@@ -31,6 +31,7 @@ import yaml
 
 from bench.choices import DATASET_CONVENTION
 from bench.config import heatmap, kinds, schema
+from bench.config.losses import check_losses
 from bench.config.plan import (
     compare_method_name,
     dataset_convention,
@@ -101,6 +102,7 @@ def validate_config(config: dict[str, Any], schema_path: str | Path | None = Non
         raise ConfigError(_describe(error))
     check_choices(config)
     check_references(config)
+    check_losses(config)  # every loss resolved now, torch-free: a typo stops the DAG, not a job
     return config
 
 

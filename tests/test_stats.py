@@ -220,3 +220,67 @@ def test_cli_writes_table_atomically(tmp_path, rng):
     assert not list(out.parent.glob(".*tmp"))  # no temporary left behind
     rc = cli_main(["stats", "--inputs", str(tmp_path / "nothing*.parquet"), "--out", str(out)])
     assert rc == 2
+
+
+# ----------------------------------------------------------------------------- versus (the compare page)
+
+
+def test_two_sided_test_equals_scipy_and_is_symmetric(rng):
+    a = rng.normal(0.6, 0.1, 80)
+    b = a - rng.normal(0.02, 0.05, 80)
+    for test, fn in [("t", sps.ttest_rel), ("wilcoxon", sps.wilcoxon)]:
+        ref = fn(a, b, alternative="two-sided").pvalue
+        assert S.two_sided_test(a, b, test=test) == pytest.approx(ref, rel=1e-12)
+        assert S.two_sided_test(b, a, test=test) == pytest.approx(ref, rel=1e-12)
+    # the exact sign-flip test: two-sided by enumeration of all 2^n flips, |T*| >= |T|
+    d = rng.normal(0.1, 0.3, 12)
+    flips = np.array(list(itertools.product((1.0, -1.0), repeat=12))) @ d
+    exact = np.mean(np.abs(flips) >= abs(d.sum()) - 1e-9)
+    assert S.two_sided_test(d, np.zeros(12), test="permutation") == pytest.approx(exact, rel=1e-12)
+    assert S.two_sided_test(a, a) == 1.0
+
+
+def test_versus_against_a_brute_force_oracle(rng):
+    """Every number of a versus row recomputed by hand: means, std over seeds, difference,
+    two-sided p (scipy), Holm over the references of one method, CI (scipy's bootstrap), W/T/L."""
+    n = 60
+    base = rng.uniform(0, 1, n)
+    values = {"new": base + 0.05, "a": base + rng.normal(0, 0.05, n), "b": base - 0.1, "c": base.copy()}
+    values["c"][:10] += 0.05  # ties with new on 10 queries
+    pq = _table(values, seeds=(0, 1), noise=0.01, rng=rng)
+    out = S.versus(pq, ["ndcg@10"], ["new"], ["a", "b", "c"], n_boot=500, seed=3).set_index("reference")
+    wide = pq.groupby(["query", "method"])["ndcg@10"].mean().unstack()
+    per_seed = pq.groupby(["method", "seed"])["ndcg@10"].mean()
+    raw = {r: sps.ttest_rel(wide["new"], wide[r]).pvalue for r in "abc"}
+    order = sorted(raw, key=raw.get)
+    holm, running = {}, 0.0
+    for i, r in enumerate(order):
+        running = max(running, min(1.0, (3 - i) * raw[r]))
+        holm[r] = running
+    for r in "abc":
+        row = out.loc[r]
+        assert row["mean"] == pytest.approx(wide["new"].mean(), rel=1e-12)
+        assert row["ref_mean"] == pytest.approx(wide[r].mean(), rel=1e-12)
+        assert row["diff"] == pytest.approx(wide["new"].mean() - wide[r].mean(), rel=1e-12)
+        assert row["ref_std_over_seeds"] == pytest.approx(per_seed.loc[r].std(ddof=1), rel=1e-12)
+        assert row["p_value"] == pytest.approx(raw[r], rel=1e-10)
+        assert row["p_adjusted"] == pytest.approx(holm[r], rel=1e-10)
+        assert row["significant"] == (holm[r] < 0.05)
+        d = wide["new"] - wide[r]
+        assert (row["wins"], row["ties"], row["losses"]) == ((d > 1e-12).sum(), (d.abs() <= 1e-12).sum(),
+                                                            (d < -1e-12).sum())
+        ref_ci = sps.bootstrap((wide["new"].to_numpy(), wide[r].to_numpy()), lambda x, y, axis: np.mean(x - y, axis=axis),
+                               paired=True, vectorized=True, n_resamples=500, method="percentile",
+                               random_state=np.random.default_rng(S.derive_seed("bootstrap", 3, "d", "ndcg@10", "new", r)))
+        assert (row["ci_low"], row["ci_high"]) == pytest.approx(
+            (ref_ci.confidence_interval.low, ref_ci.confidence_interval.high), rel=1e-12)
+    assert out.loc["b", "significant"] and out.loc["b", "diff"] > 0
+
+
+def test_versus_orients_wins_by_the_metric_direction(rng):
+    a = rng.uniform(5, 20, 40)
+    pq = _table({"new": a - 1.0, "old": a}, metric="arp")  # smaller ARP: new is better on every query
+    row = S.versus(pq, ["arp"], ["new"], ["old"], n_boot=0).iloc[0]
+    assert row["diff"] == pytest.approx(-1.0) and (row["wins"], row["ties"], row["losses"]) == (40, 0, 0)
+    with pytest.raises(ValueError, match=r"no per-query rows of \['gone'\]"):
+        S.versus(pq, ["arp"], ["new"], ["gone"])

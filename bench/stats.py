@@ -50,6 +50,7 @@ import glob as _glob
 import itertools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -385,7 +386,7 @@ def versus(
     per_query: pd.DataFrame,
     metrics: Sequence[str],
     methods: Sequence[str],
-    references: Sequence[str],
+    references: Sequence[str] | None = None,
     *,
     family: str = "references",
     test: str = "t",
@@ -397,8 +398,13 @@ def versus(
     n_permutations: int = 10_000,
     confidence: float = 0.95,
 ) -> pd.DataFrame:
-    """Every method of ``methods`` against every other one of ``references``: one row per
-    ``(dataset, metric, method, reference)``, the building blocks of :func:`significance`.
+    """Methods against references: one row per ``(dataset, metric, method, reference)``, from
+    the building blocks of :func:`significance`.
+
+    Two designs: with ``references``, every method against every reference (other than
+    itself), Holm-Bonferroni (``correction="holm"``) over the references of one method and
+    metric -- e.g. a new loss against each frozen baseline; without, every unordered pair of
+    ``methods`` once (the earlier one as ``method``), Holm over all the pairs of a metric.
 
     Steps 1-2 of the module docstring pair the queries (drops, seed averages, the same keys
     for every method). Per row: ``mean``/``std_over_seeds`` of the method and ``ref_mean``/
@@ -406,8 +412,7 @@ def versus(
     mean(method) - mean(reference) in metric units (negative is better for ARP) with its paired
     bootstrap CI ``ci_low, ci_high`` (:func:`bootstrap_ci`); ``p_value``: the **two-sided**
     paired test (:func:`two_sided_test`), whose direction is the sign of ``diff``;
-    ``p_adjusted``: Holm-Bonferroni (``correction="holm"``) over the references of one method
-    and metric -- one family per method, named by ``family``; ``significant`` = ``p_adjusted <
+    ``p_adjusted`` as above, its family named by ``family``; ``significant`` = ``p_adjusted <
     alpha``; ``wins/ties/losses``: queries where the method is better than / equal to (within
     1e-12) / worse than the reference, by the metric's direction.
 
@@ -420,47 +425,52 @@ def versus(
     1         b  0.166667     1     2       0
     """
     metrics = _check_options(per_query, metrics, test, correction, alpha)
+    if references is None:
+        pairs = [(m, r) for i, m in enumerate(methods) for r in methods[i + 1:]]
+    else:
+        pairs = [(m, r) for m in methods for r in references if r != m]
     rows: list[dict] = []
     for dataset, frame in per_query.groupby("dataset", sort=False):
         _check_design(frame, dataset)
         present = set(pd.unique(frame["method"]))
-        absent = [m for m in (*methods, *references) if m not in present]
+        every = list(dict.fromkeys(name for pair in pairs for name in pair))
+        absent = [m for m in every if m not in present]
         if absent:
             raise ValueError(f"dataset {dataset!r}: no per-query rows of {absent}")
-        every = list(dict.fromkeys([*methods, *references]))
         for metric in metrics:
             hib = _direction(metric, higher_is_better)
             wide, per_seed = _paired_values(frame, dataset, metric, every)
-            for method in methods:
-                rows.extend(_versus_rows(wide, per_seed, dataset, metric, method, [r for r in references if r != method],
-                                         hib, family=family, test=test, correction=correction, alpha=alpha,
-                                         n_boot=n_boot, seed=seed, n_permutations=n_permutations,
-                                         confidence=confidence))
+            block = [_versus_row(wide, per_seed, dataset, metric, m, r, hib, test=test, n_boot=n_boot, seed=seed,
+                                 n_permutations=n_permutations, confidence=confidence) for m, r in pairs]
+            groups = ([[i for i, (m, _) in enumerate(pairs) if m == method] for method in methods]
+                      if references is not None else [list(range(len(pairs)))])
+            for group in groups:
+                p_raw = [block[i]["p_value"] for i in group]
+                p_adj = holm(p_raw) if correction == "holm" else np.asarray(p_raw, dtype=np.float64)
+                for i, pa in zip(group, p_adj):
+                    block[i].update(p_adjusted=float(pa), significant=bool(pa < alpha))
+            for row in block:
+                row.update(family=family, test=test, correction=correction, alpha=alpha, confidence=confidence)
+            rows.extend(block)
     return pd.DataFrame(rows, columns=list(VERSUS_COLUMNS))
 
 
-def _versus_rows(wide, per_seed, dataset, metric, method, references, hib, *, family, test, correction, alpha,
-                 n_boot, seed, n_permutations, confidence) -> list[dict]:
-    vals = wide[method].to_numpy()
-    p_raw = [two_sided_test(vals, wide[ref].to_numpy(), test=test, n_permutations=n_permutations,
-                            seed=derive_seed("permutation", seed, dataset, metric, method, ref)) for ref in references]
-    p_adj = holm(p_raw) if correction == "holm" else np.asarray(p_raw, dtype=np.float64)
+def _versus_row(wide, per_seed, dataset, metric, method, ref, hib, *, test, n_boot, seed, n_permutations,
+                confidence) -> dict[str, Any]:
+    vals, ref_vals = wide[method].to_numpy(), wide[ref].to_numpy()
+    p = two_sided_test(vals, ref_vals, test=test, n_permutations=n_permutations,
+                       seed=derive_seed("permutation", seed, dataset, metric, method, ref))
+    lo, hi = bootstrap_ci(vals, ref_vals, n_boot=n_boot, confidence=confidence,
+                          seed=derive_seed("bootstrap", seed, dataset, metric, method, ref))
     std, n_seeds = _std_over_seeds(per_seed, method)
-    rows = []
-    for ref, p, pa in zip(references, p_raw, p_adj):
-        ref_vals = wide[ref].to_numpy()
-        lo, hi = bootstrap_ci(vals, ref_vals, n_boot=n_boot, confidence=confidence,
-                              seed=derive_seed("bootstrap", seed, dataset, metric, method, ref))
-        ref_std, _ = _std_over_seeds(per_seed, ref)
-        rows.append({
-            "dataset": dataset, "metric": metric, "method": method, "reference": ref, "family": family,
-            "mean": float(vals.mean()), "std_over_seeds": std, "ref_mean": float(ref_vals.mean()),
-            "ref_std_over_seeds": ref_std, "diff": float(vals.mean() - ref_vals.mean()), "ci_low": lo, "ci_high": hi,
-            "n_queries": len(vals), "p_value": float(p), "p_adjusted": float(pa), "significant": bool(pa < alpha),
-            **_record((vals - ref_vals) if hib else (ref_vals - vals)),
-            "n_seeds": n_seeds, "test": test, "correction": correction, "alpha": alpha, "confidence": confidence,
-        })
-    return rows
+    ref_std, _ = _std_over_seeds(per_seed, ref)
+    return {
+        "dataset": dataset, "metric": metric, "method": method, "reference": ref,
+        "mean": float(vals.mean()), "std_over_seeds": std, "ref_mean": float(ref_vals.mean()),
+        "ref_std_over_seeds": ref_std, "diff": float(vals.mean() - ref_vals.mean()), "ci_low": lo, "ci_high": hi,
+        "n_queries": len(vals), "p_value": float(p), **_record((vals - ref_vals) if hib else (ref_vals - vals)),
+        "n_seeds": n_seeds,
+    }
 
 
 # ------------------------------------------------------------------------------------------

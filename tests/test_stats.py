@@ -284,3 +284,14 @@ def test_versus_orients_wins_by_the_metric_direction(rng):
     assert row["diff"] == pytest.approx(-1.0) and (row["wins"], row["ties"], row["losses"]) == (40, 0, 0)
     with pytest.raises(ValueError, match=r"no per-query rows of \['gone'\]"):
         S.versus(pq, ["arp"], ["new"], ["gone"])
+
+
+def test_versus_without_references_tests_each_pair_once_with_holm_over_the_pairs(rng):
+    n = 50
+    base = rng.uniform(0, 1, n)
+    values = {"x": base + 0.03 + rng.normal(0, 0.02, n), "y": base + rng.normal(0, 0.05, n), "z": base}
+    out = S.versus(_table(values), ["ndcg@10"], ["x", "y", "z"], n_boot=0)
+    assert list(zip(out.method, out.reference)) == [("x", "y"), ("x", "z"), ("y", "z")]
+    wide = pd.DataFrame(values)
+    raw = [sps.ttest_rel(wide[m], wide[r]).pvalue for m, r in [("x", "y"), ("x", "z"), ("y", "z")]]
+    assert out.p_adjusted.to_numpy() == pytest.approx(S.holm(raw), rel=1e-10)

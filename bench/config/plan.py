@@ -22,7 +22,7 @@ validate_config`) first.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -377,7 +377,24 @@ def report_inputs(config: dict[str, Any]) -> list[str]:
 def freeze_outputs(config: dict[str, Any]) -> list[str]:
     if "freeze" not in config:
         raise ConfigError("no 'freeze' section in the config: nothing to freeze")
-    return [f"results/frozen/{config['profile']}/{ds}/manifest.json" for ds in freeze_datasets(config)]
+    return [f"{frozen_dir(config, ds)}/manifest.json" for ds in freeze_datasets(config)]
+
+
+REPRODUCED = "results/compare/{dataset}/reproduced.json"
+
+
+def frozen_dir(config: dict[str, Any], dataset: str) -> str:
+    return f"results/frozen/{config['profile']}/{dataset}"
+
+
+def reproduction_outputs(config: dict[str, Any], exists: Callable[[str], bool]) -> list[str]:
+    """The records of ``ltr-bench check-reproduced``, one per frozen dataset whose baselines exist
+    (``exists(manifest path)``): the study trains the frozen methods' runs anyway, so it checks
+    them against the frozen files at the cost of one evaluation."""
+    if "freeze" not in config:
+        return []
+    return [REPRODUCED.format(dataset=ds) for ds in freeze_datasets(config)
+            if exists(f"{frozen_dir(config, ds)}/manifest.json")]
 
 
 def compare_outputs(config: dict[str, Any]) -> list[str]:

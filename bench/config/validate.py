@@ -333,6 +333,8 @@ def check_references(config: dict[str, Any]) -> None:
         if freeze["datasets"] != "all":
             for i, role in enumerate(freeze["datasets"]):
                 _require(datasets, resolve_role(config, role), f"freeze.datasets.{i}", "dataset or role")
+        for metric in freeze.get("platform_tolerance", {}):
+            _require(freeze["metrics"], metric, f"freeze.platform_tolerance.{metric}", "frozen metric")
     check_conventions(config)
     compare = config.get("compare", {})
     if compare.get("losses") and not freeze:

@@ -636,11 +636,14 @@ def perf_args(config: dict[str, Any]) -> list[str]:
 
 
 def compare_spec(config: dict[str, Any], dataset: str) -> dict[str, Any]:
-    """What ``ltr-bench compare-table`` needs: the frozen protocol, metrics, stats, labels."""
+    """What ``ltr-bench compare-table`` needs: the frozen protocol, metrics, stats, labels, the
+    torch threads (platform facts) and what each compared loss is (its ledger record)."""
     labels = {m: s.get("label", m) for m, s in all_methods(config).items()}
     return {"dataset": dataset, "profile": config["profile"], "metrics": config["freeze"]["metrics"],
             "protocol": study_protocol(config, config["freeze"]["protocol"], dataset),
-            "stats": config["stats"], "labels": labels}
+            "stats": config["stats"], "labels": labels, "threads": config["threads"],
+            "new_specs": {m: {"loss": s["loss"], "params": s["params"], "label": s.get("label", m)}
+                          for m, s in compare_methods(config).items()}}
 
 
 # ----------------------------------------------------------------------------- the recall heatmaps (ARF Figs. 2-6)

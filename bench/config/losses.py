@@ -3,7 +3,7 @@
 A neural method (``methods.<name>``) or a compared new loss (``compare.losses.<i>``) names its
 loss by a registry name or ``package.module:function`` and gives hyperparameters in
 ``params``. :func:`check_losses` resolves each one the way its training job will, without
-importing torch into the Snakefile's process (:mod:`bench.losses.signature`: the module's
+importing torch into the Snakefile's process (:mod:`bench.losses.hyperparameters`: the module's
 source is found on the job's search path and read with :mod:`ast`; what the source cannot
 show is read by one child process that imports it), and refuses the first problem with one
 line naming the key at fault:
@@ -30,7 +30,7 @@ from typing import Any
 from bench.config.kinds import method_kind
 from bench.errors import ConfigError
 from bench.losses import registry
-from bench.losses.signature import LossNotFound, LossSignature, from_imports, from_source, search_path, supplied_by_trainer
+from bench.losses.hyperparameters import LossNotFound, LossSignature, from_imports, from_source, search_path, supplied_by_trainer
 
 
 def _entries(config: dict[str, Any]) -> list[tuple[str, str, str, dict[str, Any]]]:

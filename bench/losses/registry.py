@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.losses.signature import LossSignature, from_callable
+from bench.losses.hyperparameters import LossSignature, from_callable
 
 
 @dataclass(frozen=True)
@@ -199,7 +199,7 @@ def _is_module_class(obj: Any) -> bool:
 
 
 def signature(name: str) -> LossSignature:
-    """The hyperparameters of loss ``name`` (:mod:`bench.losses.signature`: the one rule for them)."""
+    """The hyperparameters of loss ``name`` (:mod:`bench.losses.hyperparameters`: the one rule for them)."""
     return from_callable(_resolve(info(name).target))
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from bench.errors import ConfigError
-from bench.losses.signature import supplied_by_trainer
+from bench.losses.hyperparameters import supplied_by_trainer
 from bench.training.config import check
 
 

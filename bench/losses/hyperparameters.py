@@ -295,7 +295,7 @@ def from_imports(targets: Sequence[str], cwd: str | Path | None = None) -> dict[
         return {}
     cwd = str(cwd or os.getcwd())
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (cwd, os.environ.get("PYTHONPATH", "")) if p))
-    proc = subprocess.run([sys.executable, "-m", "bench.losses.signature", *targets], cwd=cwd, env=env,
+    proc = subprocess.run([sys.executable, "-m", "bench.losses.hyperparameters", *targets], cwd=cwd, env=env,
                           capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]

@@ -212,7 +212,7 @@ def page(versus_baselines: pd.DataFrame, versus_pairs: pd.DataFrame, marks: pd.D
         f"its {stats.get('confidence', 0.95):.0%} CI: paired percentile bootstrap over queries "
         f"({stats['n_boot']} resamples).",
         f"p: {TWO_SIDED.get(stats['test'], stats['test'])} on the per-query values, {corr} over the baselines of "
-        "each new loss and metric (the new losses against each other: over their pairs); "
+        f"each new loss and metric{' (the new losses against each other: over their pairs)' if len(new) > 1 else ''}; "
         f"bold ▲ / ▼: significantly better / worse at alpha = {stats['alpha']} (the sign of Δ gives the direction).",
         "W / T / L: test queries where the new loss (the first) is better / equal within 1e-12 / worse.",
         "Baselines strongest first, by their mean on each metric.",

@@ -1,4 +1,5 @@
-r"""Paired significance tests against the best method: bold best + "not significantly worse".
+r"""Paired significance tests against the best method (bold best + "not significantly worse") and
+of a method against each reference (:func:`versus`: the compare page).
 
 :func:`significance` turns a tidy per-query table (columns ``dataset, fold, seed, method,
 query``, one column per metric, optional ``<metric>:dropped`` columns) into the tidy
@@ -35,6 +36,12 @@ statistics table the renderer reads. For every dataset and metric:
 ``mean`` is the mean over the kept queries of the seed-averaged values; ``std_over_seeds`` is
 the sample standard deviation (ddof 1; 0 with one seed) over seeds of the per-seed mean
 metric. Extra columns: ``n_seeds``, ``test``, ``correction``, ``alpha``.
+
+:func:`versus` reuses steps 1-2 and the same test, bootstrap and Holm for another question,
+the compare page's: is *this* method better or worse than *that* reference, by how much? One
+row per pair, the test two-sided (:func:`two_sided_test`: twice the smaller one-sided p-value;
+the sign of the difference gives the direction), Holm over the references of one method (or
+over the pairs of a set of methods).
 
 CLI::
 

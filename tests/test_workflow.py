@@ -233,3 +233,36 @@ def test_all_on_the_default_profile_produces_every_table_figure_and_the_report(t
         assert (tmp_path / f"reports/figures/{figure}.pdf").read_bytes()[:4] == b"%PDF"
     assert (tmp_path / "reports/report.html").stat().st_size > 10_000
     print(f"snakemake --cores 2 all: {elapsed:.0f} s")
+
+
+# ----------------------------------------------------------------------------- the frozen baselines, reproduced
+
+
+@pytest.mark.slow
+def test_the_study_fails_naming_the_refreeze_when_a_baseline_loss_changes(tmp_path):
+    """CI's guard, proved: freeze one baseline on this machine (a one-epoch protocol keeps it
+    short), the study's check passes per query identical; a one-line change to that baseline's
+    loss in this temporary copy makes the check fail, naming the command that re-freezes."""
+    from helpers import copy_checkout
+
+    root = copy_checkout(tmp_path / "study")
+    shutil.rmtree(root / "results" / "frozen")
+    small = root / "small.yaml"
+    small.write_text("protocols:\n  unified:\n    train: {epochs: 1}\nfreeze:\n  methods: [softmax]\n")
+    target = "results/compare/syn-web/reproduced.json"
+    assert snakemake("--cores", "2", "freeze", f"--configfile={small}", cwd=root).returncode == 0
+    proc = snakemake("--cores", "2", target, f"--configfile={small}", cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    assert "frozen baselines reproduced: 1/1 methods, per query identical" in proc.stdout + proc.stderr
+    loss = root / "bench" / "losses" / "listwise.py"
+    head, line, tail = loss.read_text().partition("def softmax(")
+    old = "    per_list = -(target * masked_log_softmax(s, mask)).sum(dim=-1)\n"
+    assert old in tail  # the one line changed: Softmax's scores scaled by 1.01
+    loss.write_text(head + line + tail.replace(old, old.replace("masked_log_softmax(s,", "masked_log_softmax(1.01 * s,")))
+    proc = snakemake("--cores", "2", target, f"--configfile={small}", "--forcerun", "train", cwd=root)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "frozen baselines NOT reproduced on the platform they were frozen on: 1/1 methods differ per query" in out
+    assert "re-freeze: `snakemake --cores 2 freeze --forcerun train gbdt linear`" in out
+    # the run's last lines name the failed job's own error, not only "check log file(s)"
+    assert "ltr-bench: check_reproduced job failed: ltr-bench check-reproduced: error: frozen baselines NOT" in out

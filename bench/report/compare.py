@@ -154,9 +154,10 @@ def reproduction_block(record: dict[str, Any] | None, metrics: list[str], labels
     for metric in metrics:
         per_query = max(record["methods"], key=lambda d: d["max_abs"][metric])
         mean = max(record["methods"], key=lambda d: abs(d["mean_diff"][metric]))
+        worst_query, worst_mean = labels.get(per_query["method"], per_query["method"]), labels.get(mean["method"], mean["method"])
         rows.append([Cell(metric_label(metric)),
-                     Cell(f"{_num(per_query['max_abs'][metric], metric)} ({labels.get(per_query['method'], per_query['method'])})"),
-                     Cell(f"{_num(mean['mean_diff'][metric], metric, signed=True)} ({labels.get(mean['method'], mean['method'])})"),
+                     Cell(f"{_num(per_query['max_abs'][metric], metric)} ({worst_query})"),
+                     Cell(f"{_num(mean['mean_diff'][metric], metric, signed=True)} ({worst_mean})"),
                      Cell(_num(tolerance[metric], metric) if metric in tolerance else "not judged")])
     return Block("The frozen baselines re-run on this machine (the default study) vs the frozen files", header, rows)
 

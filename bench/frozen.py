@@ -45,7 +45,7 @@ from bench.results import read_frames
 FORMAT = 2  # 2: the platform facts the bits depend on (bench.provenance.platform_facts)
 MANIFEST = "manifest.json"
 BASELINES = "baselines"
-#: what the manifest says the per-query bits depend on (measured: docs/experiments.md, "Frozen baselines")
+#: what the manifest says the per-query bits depend on (measured: docs/compare.md, "What the bits depend on")
 DEPENDS_ON = ("the code (code_version), the protocol (protocol_hash), the data (dataset_fingerprints) and the "
               "platform: CPU model and SIMD flags, torch's CPU capability, the ISA environment variables, the "
               "computing libraries' versions and torch's thread count (platform); another platform gives other "

@@ -103,7 +103,7 @@ def cpu_name() -> str:
 
 
 #: environment variables that pick the instruction set of torch's (ATen), MKL's and oneDNN's CPU
-#: kernels: each changes the bits of a CPU training run (docs/experiments.md, "Frozen baselines")
+#: kernels: each changes the bits of a CPU training run (docs/compare.md, "What the bits depend on")
 ISA_VARIABLES = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
 #: the libraries whose kernels compute a run (the others only read and write files)
 _COMPUTING = ("python", "numpy", "scipy", "torch", "lightgbm", "xgboost")
@@ -125,7 +125,7 @@ def _cpu_info() -> tuple[str, list[str]]:
 def platform_facts(threads: int) -> dict[str, Any]:
     """What the bits of a CPU training run depend on besides the code, the protocol and the data.
 
-    Measured on the default study (docs/experiments.md, "Frozen baselines"): the same commit,
+    Measured on the default study (docs/compare.md, "What the bits depend on"): the same commit,
     libraries and data give bit-identical runs on one machine, and different bits when the
     instruction set of the floating-point kernels changes -- another CPU, or the same CPU told
     by :data:`ISA_VARIABLES` to use AVX2 kernels. So: the CPU model and its SIMD flags (which

@@ -402,7 +402,7 @@ def compare_outputs(config: dict[str, Any]) -> list[str]:
         raise ConfigError(
             "config key 'compare.losses' is empty: add the losses to compare, e.g. "
             "`--configfile config/compare-example.yaml` "
-            "(see docs/experiments.md, section 'Comparing against frozen baselines')"
+            "(see docs/compare.md, section 'The worked example')"
         )
     return [f"reports/compare/{ds}.{fmt}" for ds in compare_datasets(config) for fmt in ("md", "html")]
 

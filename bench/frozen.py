@@ -99,7 +99,7 @@ def freeze(
     out_dir = Path(out_dir)
     if per_query.empty:
         raise ValueError("nothing to freeze: the per-query frame is empty")
-    commit, dirty = git_commit()
+    commit, dirty = git_commit(outside=out_dir)
     versions = library_versions()
     with atomic_path(out_dir, is_dir=True) as tmp:
         (tmp / BASELINES).mkdir()
@@ -309,8 +309,12 @@ def check_reproduced(frozen_dir: str | Path, per_query: pd.DataFrame, *, protoco
     missing = [c for c in metrics if c not in per_query.columns]
     if missing:
         raise FrozenMismatch(f"the current per-query results lack the frozen metrics {missing}")
-    found = drifts(load_frozen(frozen_dir, manifest), per_query, metrics)
     differences = platform_differences(manifest.get("platform"), platform)
+    try:
+        found = drifts(load_frozen(frozen_dir, manifest), per_query, metrics)
+    except FrozenMismatch as exc:  # other methods, folds or seeds than the frozen ones
+        return {**record, "ok": False, "line": f"frozen baselines NOT reproduced: {exc}; re-freeze: "
+                                               f"{refreeze_command(manifest['profile'])}"}
     ok, line = verdict(found, metrics, differences=differences, tolerance=tolerance)
     if not ok:
         line += f"; if the change is intended, re-freeze: {refreeze_command(manifest['profile'])}"

@@ -63,15 +63,21 @@ def protocol_hash(protocol: dict[str, Any]) -> str:
     return hashlib.sha256(canonical_json(protocol).encode("ascii")).hexdigest()
 
 
-def git_commit() -> tuple[str, bool | None]:
-    """``(commit, dirty)`` of the checkout holding this package, or ``("unknown", None)``."""
+def git_commit(outside: str | Path | None = None) -> tuple[str, bool | None]:
+    """``(commit, dirty)`` of the checkout holding this package, or ``("unknown", None)``;
+    changes under ``outside`` (a folder the caller is about to rewrite: Snakemake deletes a job's
+    old outputs before it runs, the committed frozen baselines among them) do not count."""
     root = Path(__file__).resolve().parent.parent
+    spec = []
+    if outside is not None:
+        rel = os.path.relpath(Path(outside).resolve(), root)
+        spec = [] if rel.startswith("..") else ["--", ".", f":(exclude){rel}"]
     try:
         head = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
         ).stdout.strip()
         status = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", *spec],
             capture_output=True,
             text=True,
             timeout=30,

@@ -234,6 +234,9 @@ def test_check_reproduced_records_and_the_cli_fails_naming_the_refreeze(tmp_path
     record = fz.check_reproduced(out, frozen, protocol=changed, fingerprints={"Fold1": "f" * 64}, platform=HERE,
                                  tolerance=TOLERANCE)
     assert record["ok"] is None and record["line"].startswith("frozen baselines not compared: protocol differs")
+    record = fz.check_reproduced(out, frozen[frozen.method == "ranknet"], protocol=PROTOCOL,
+                                 fingerprints={"Fold1": "f" * 64}, platform=HERE, tolerance=TOLERANCE)
+    assert record["ok"] is False and "'listnet' is frozen but was not trained now; re-freeze: `snakemake" in record["line"]
     drifted = frozen.copy()
     drifted.loc[drifted.method == "ranknet", "ndcg@10"] += 1e-9
     path = tmp_path / "current.parquet"

@@ -8,8 +8,9 @@ config (:mod:`bench.config`) accepts:
   query without a relevant document scores (1, 0, or dropped) -- :mod:`bench.metrics`;
 - ``TIES_CHOICES`` (``...ties``): tied scores ranked in file order (``stable``) or averaged over
   their orderings (``expected``) -- :mod:`bench.metrics`;
-- ``CONVENTIONS`` (``...convention``, ``datasets.<name>.convention``): the suite's default
-  grading and LETOR's official evaluation scripts -- :mod:`bench.metrics`;
+- ``CONVENTIONS`` (``...convention``, ``datasets.<name>.convention``, ``tables.<name>.convention``):
+  the suite's default grading, LETOR's official evaluation scripts, TF-Ranking's and allRank's
+  metrics -- :mod:`bench.metrics`;
 - ``TESTS``, ``CORRECTIONS`` (``stats.test``, ``stats.correction``): the paired test and the
   multiple-comparison correction -- :mod:`bench.stats`.
 """
@@ -18,7 +19,10 @@ from __future__ import annotations
 
 EMPTY_QUERY_CHOICES = ("one", "zero", "drop")
 TIES_CHOICES = ("stable", "expected")
-CONVENTIONS = ("default", "letor3", "letor4")
+CONVENTIONS = ("default", "letor3", "letor4", "tfranking", "allrank")
+#: the conventions that keep score ties in file order (LETOR's scripts), so ``ties`` must be ``stable``
+#: where they grade; the tools' conventions (tfranking, allrank) fix their own tie rule
+STABLE_TIES_CONVENTIONS = ("letor3", "letor4")
 #: what ``evaluation.convention`` takes besides a convention: each dataset's own
 DATASET_CONVENTION = "dataset"
 TESTS = ("t", "wilcoxon", "permutation")

@@ -14,14 +14,17 @@ paired. The rows of size ``L`` carry ``dataset = "<dataset>@Ltest=<L>"``
 (:func:`bench.results.dataset_key`), so the statistics step treats each test size as its
 own comparison.
 
-Evaluation convention: ``convention`` (the dataset's, :func:`bench.config.plan.dataset_convention`)
-grades each metric through :func:`bench.metrics.evaluate_with_convention` -- LETOR datasets
-by their official script's rules, the others the default way.
+Evaluation convention: ``convention`` (the table's or the dataset's,
+:func:`bench.config.plan.evaluation_convention`) grades each metric through
+:func:`bench.metrics.evaluate_with_convention` -- LETOR datasets by their official script's
+rules, a table graded as a paper's tool by that tool's (``tfranking``, ``allrank``), the
+others the default way.
 
 Output columns: the per-query key columns :data:`bench.results.KEY_COLUMNS` (``dataset,
 fold, seed, method, query``), one float column per metric and one bool
-``<metric>:dropped`` column per metric, plus ``l_test`` (0 = full lists) and
-``convention``.
+``<metric>:dropped`` column per metric, a float ``<metric>:weight`` column per metric the
+convention pools over queries (``tfranking``'s OPA and ARP), plus ``l_test`` (0 = full
+lists) and ``convention``.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bench.choices import CONVENTIONS, EMPTY_QUERY_CHOICES, TIES_CHOICES
 from bench.data.sublists import seeded_sublists
 from bench.errors import IntegrityError, UsageError
 from bench.results import CONVENTION_COLUMN, SCORES_FILE, dataset_key, read_run_info, read_scores, write_frame
@@ -181,11 +185,11 @@ def register_cli(subparsers) -> None:
     p.add_argument("--runs", required=True, help='JSON list of {"method", "seed", "dir"}')
     p.add_argument("--metrics", required=True, nargs="+")
     p.add_argument("--list-sizes", type=int, nargs="*", default=[], help="test list sizes L_test (default: full)")
-    p.add_argument("--empty-query", default="one", choices=("one", "zero", "drop"))
-    p.add_argument("--ties", default="stable", choices=("stable", "expected"))
-    p.add_argument("--convention", default="default", choices=("default", "letor3", "letor4"),
-                   help="evaluation convention of the dataset (bench.metrics; letor3/letor4 = the official "
-                        "Eval-Score-3.0.pl / Eval-Score-4.0.pl)")
+    p.add_argument("--empty-query", default="one", choices=EMPTY_QUERY_CHOICES)
+    p.add_argument("--ties", default="stable", choices=TIES_CHOICES)
+    p.add_argument("--convention", default="default", choices=CONVENTIONS,
+                   help="evaluation convention (bench.metrics; letor3/letor4 = the official Eval-Score-3.0.pl / "
+                        "Eval-Score-4.0.pl, tfranking = TF-Ranking's metrics, allrank = allRank's)")
     p.add_argument("--out", required=True, help="output parquet")
     p.set_defaults(func=_cli)
     e = subparsers.add_parser(

@@ -26,10 +26,11 @@ Per-query and statistics frames written by :func:`write_frame` get a sidecar
 
 A **per-query frame** (``ltr-bench evaluate``'s output, the frozen baselines, what
 ``ltr-bench stats`` reads) has the key columns :data:`KEY_COLUMNS`, one float column per
-metric and one bool ``<metric>:dropped`` column per metric, and ``convention`` (the
-evaluation convention its values follow: ``default``, ``letor3`` or ``letor4``; for a LETOR
-convention, metrics its script does not define follow ``default``,
-:func:`bench.metrics.metric_convention`). Test-list-size variants carry
+metric and one bool ``<metric>:dropped`` column per metric, a float ``<metric>:weight``
+column for a metric its convention pools over queries (TF-Ranking's OPA and ARP), and
+``convention`` (the evaluation convention its values follow, one of
+:data:`bench.choices.CONVENTIONS`; for a LETOR convention, metrics its script does not define
+follow ``default``, :func:`bench.metrics.metric_convention`). Test-list-size variants carry
 ``dataset = "<dataset>@Ltest=<L>"`` (:func:`dataset_key`).
 
 >>> dataset_key("mslr-web30k", 40), dataset_key("mslr-web30k", None)

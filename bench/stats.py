@@ -37,6 +37,18 @@ statistics table the renderer reads. For every dataset and metric:
 the sample standard deviation (ddof 1; 0 with one seed) over seeds of the per-seed mean
 metric. Extra columns: ``n_seeds``, ``test``, ``correction``, ``alpha``.
 
+**Pooled metrics.** A metric whose frame has a ``<metric>:weight`` column (TF-Ranking's OPA
+and ARP, :mod:`bench.metrics.tfranking`) is a weighted mean, :math:`\sum_q w_q v_q / \sum_q w_q`,
+not a mean of per-query values. Its weights depend on the labels only (OPA: the query's pairs
+with different labels; ARP: its label sum), so every method and seed must carry the same
+weight for a query (else ``ValueError``). Then ``mean`` and each seed's mean are weighted
+means; the paired test of step 4 acts on the per-query units :math:`u_q = w_q v_q / \bar w`,
+whose plain mean is the pooled value, so it tests the difference of the pooled values (the
+sign-flip test is exact for it; the t-test treats the weights as fixed, which they are: they
+come from the labels); the bootstrap CI of step 7 resamples queries with their weights and
+recomputes the ratio :math:`\sum w (v - v_{best}) / \sum w` on each resample.
+``wins/ties/losses`` still count queries.
+
 :func:`versus` reuses steps 1-2 and the same test, bootstrap and Holm for another question,
 the compare page's: is *this* method better or worse than *that* reference, by how much? One
 row per pair, the test two-sided (:func:`two_sided_test`: twice the smaller one-sided p-value;
@@ -66,6 +78,8 @@ from scipy import stats as sps
 from bench.choices import CORRECTIONS, TESTS
 from bench.data.integrity import verify
 from bench.errors import UsageError
+from bench.metrics import higher_is_better as metric_direction
+from bench.metrics import is_metric_column, weight_column
 from bench.results import INFO_COLUMNS, KEY_COLUMNS, write_frame
 from bench.seeds import derive_seed
 
@@ -175,20 +189,30 @@ def two_sided_test(a: np.ndarray, b: np.ndarray, *, test: str = "t", n_permutati
 
 
 def bootstrap_ci(method: np.ndarray, best: np.ndarray, *, n_boot: int = 1000, seed: int = 0,
-                 confidence: float = 0.95) -> tuple[float, float]:
+                 confidence: float = 0.95, weights: np.ndarray | None = None) -> tuple[float, float]:
     """Paired percentile bootstrap CI of ``mean(method - best)`` (``scipy.stats.bootstrap``).
 
-    Constant differences give the degenerate interval ``(d, d)``; ``n_boot=0`` gives NaNs.
+    With ``weights`` (a pooled metric) the statistic is the weighted mean difference
+    ``sum(w (method - best)) / sum(w)``, recomputed on each resample of queries with their
+    weights (the ratio estimator's bootstrap). Constant differences give the degenerate
+    interval ``(d, d)``; ``n_boot=0`` gives NaNs.
     """
     diff = np.asarray(method, np.float64) - np.asarray(best, np.float64)
     if n_boot == 0 or len(diff) == 0:
         return float("nan"), float("nan")
     if np.ptp(diff) == 0.0:
         return float(diff[0]), float(diff[0])
+    samples = (np.asarray(method, np.float64), np.asarray(best, np.float64))
+    if weights is None:
+        def statistic(x, y, axis):
+            return np.mean(x - y, axis=axis)
+    else:
+        samples += (np.asarray(weights, np.float64),)
+
+        def statistic(x, y, w, axis):
+            return np.sum(w * (x - y), axis=axis) / np.sum(w, axis=axis)
     res = sps.bootstrap(
-        (np.asarray(method, np.float64), np.asarray(best, np.float64)),
-        lambda x, y, axis: np.mean(x - y, axis=axis),
-        paired=True, vectorized=True, n_resamples=n_boot, confidence_level=confidence,
+        samples, statistic, paired=True, vectorized=True, n_resamples=n_boot, confidence_level=confidence,
         method="percentile", batch=max(1, min(n_boot, 2_000_000 // max(len(diff), 1))),
         random_state=np.random.default_rng(seed),
     )
@@ -255,8 +279,6 @@ def _check_options(per_query: pd.DataFrame, metrics: Sequence[str] | str, test: 
 
 def _direction(metric: str, higher_is_better) -> bool:
     if higher_is_better is None:
-        from bench.metrics import higher_is_better as metric_direction
-
         return metric_direction(metric)
     if isinstance(higher_is_better, Mapping):
         if metric not in higher_is_better:
@@ -304,9 +326,10 @@ def _check_design(frame: pd.DataFrame, dataset) -> None:
 
 
 def _paired_values(frame: pd.DataFrame, dataset, metric: str, methods: Sequence[str]):
-    """Steps 1-2 of the module docstring: ``(wide, per_seed)`` -- per-query values averaged over
-    seeds (rows ``(fold, query)`` kept for every method, columns ``methods``) and the mean of
-    each ``(method, seed)``."""
+    """Steps 1-2 of the module docstring: ``(wide, per_seed, weights)`` -- per-query values
+    averaged over seeds (rows ``(fold, query)`` kept for every method, columns ``methods``), the
+    (pooled, for a pooled metric) mean of each ``(method, seed)``, and a pooled metric's
+    per-query weights (None: a plain mean; "Pooled metrics" above)."""
     values = frame[metric].to_numpy(dtype=np.float64)
     if np.isnan(values).any():
         bad = frame.loc[np.isnan(values), ["method", "fold", "seed", "query"]].iloc[0].to_dict()
@@ -324,7 +347,15 @@ def _paired_values(frame: pd.DataFrame, dataset, metric: str, methods: Sequence[
         raise ValueError(f"dataset {dataset!r}, metric {metric!r}: every query is dropped")
     # per-query values averaged over seeds: rows (fold, query), columns methods
     wide = kept.groupby(["fold", "query", "method"], sort=True)[metric].mean().unstack("method")
-    return wide[list(methods)], kept.groupby(["method", "seed"], sort=False)[metric].mean()
+    wide = wide[list(methods)]
+    weights = _pooling_weights(kept, dataset, metric, wide.index)
+    if weights is None:
+        per_seed = kept.groupby(["method", "seed"], sort=False)[metric].mean()
+    else:  # each seed's pooled mean
+        row_w = _aligned(kept, wide.index, weights)
+        sums = kept.assign(_wv=kept[metric].to_numpy() * row_w, _w=row_w).groupby(["method", "seed"], sort=False)
+        per_seed = sums["_wv"].sum() / sums["_w"].sum()
+    return wide, per_seed, weights
 
 
 def _std_over_seeds(per_seed: pd.Series, method: str) -> tuple[float, int]:
@@ -341,16 +372,18 @@ def _record(diff: np.ndarray) -> dict[str, int]:
 
 def _one_table(frame, dataset, metric, methods, hib, *, test, correction, alpha, n_boot,
                seed, n_permutations, confidence) -> list[dict]:
-    wide, per_seed = _paired_values(frame, dataset, metric, methods)
-    means = wide.mean(axis=0)
+    wide, per_seed, weights = _paired_values(frame, dataset, metric, methods)
+    w = np.ones(len(wide)) if weights is None else weights
+    means = wide.mul(w, axis=0).sum(axis=0) / w.sum() if weights is not None else wide.mean(axis=0)
     best = (means.idxmax() if hib else means.idxmin()) if len(methods) else None
     # equal means: the first listed method wins (idxmax returns the first maximum)
     best_values = wide[best].to_numpy()
+    units = w / w.mean()  # a pooled metric's test units: their plain mean is the pooled mean
     others = [m for m in methods if m != best]
     p_raw = []
     for method in others:
         cmp_seed = derive_seed("permutation", seed, dataset, metric, method)
-        p_raw.append(paired_test(best_values, wide[method].to_numpy(), test=test,
+        p_raw.append(paired_test(best_values * units, wide[method].to_numpy() * units, test=test,
                                  higher_is_better=hib, n_permutations=n_permutations,
                                  seed=cmp_seed))
     p_adj = holm(p_raw) if correction == "holm" else np.asarray(p_raw, dtype=np.float64)
@@ -366,7 +399,7 @@ def _one_table(frame, dataset, metric, methods, hib, *, test, correction, alpha,
                 lo = hi = float("nan")
         else:
             p, pa = p_of[method]
-            lo, hi = bootstrap_ci(vals, best_values, n_boot=n_boot, confidence=confidence,
+            lo, hi = bootstrap_ci(vals, best_values, n_boot=n_boot, confidence=confidence, weights=weights,
                                   seed=derive_seed("bootstrap", seed, dataset, metric, method))
         diff = (vals - best_values) if hib else (best_values - vals)  # > 0: method better
         rows.append({
@@ -377,6 +410,34 @@ def _one_table(frame, dataset, metric, methods, hib, *, test, correction, alpha,
             "n_seeds": n_seeds, "test": test, "correction": correction, "alpha": alpha,
         })
     return rows
+
+
+def _pooling_weights(kept: pd.DataFrame, dataset, metric: str, keys: pd.Index) -> np.ndarray | None:
+    """A pooled metric's per-query weights, aligned to ``keys`` (None: a plain mean).
+
+    A weight is a function of the query's labels (OPA: its pairs with different labels; ARP:
+    its label sum), so every method and seed must carry the same weight for a query; a
+    frame where they differ was not graded from the same test split and is refused.
+    """
+    column = weight_column(metric)
+    if column not in kept.columns:
+        return None
+    spread = kept.groupby(["fold", "query"], sort=True)[column].agg(["min", "max"])
+    differ = spread.index[(spread["max"] - spread["min"]).abs().to_numpy() > _TIE_TOL * spread["max"].abs().clip(lower=1)]
+    if len(differ):
+        raise ValueError(f"dataset {dataset!r}, metric {metric!r}: the pooling weight ({column}) differs between "
+                         f"methods or seeds at {_examples(list(differ))}; the per-query frames were not graded on "
+                         "the same test lists")
+    weights = spread["min"].reindex(keys).to_numpy(np.float64)
+    if np.isnan(weights).any() or (weights < 0).any() or weights.sum() <= 0:
+        raise ValueError(f"dataset {dataset!r}, metric {metric!r}: {column} must be finite, >= 0 and not all 0")
+    return weights
+
+
+def _aligned(frame: pd.DataFrame, keys: pd.Index, values: np.ndarray) -> np.ndarray:
+    """``values`` (one per ``(fold, query)`` key of ``keys``) for every row of ``frame``."""
+    rows = pd.MultiIndex.from_arrays([frame["fold"], frame["query"]])
+    return values[keys.get_indexer(rows)]
 
 
 # ------------------------------------------------------------------------------------------
@@ -421,7 +482,8 @@ def versus(
     paired test (:func:`two_sided_test`), whose direction is the sign of ``diff``;
     ``p_adjusted`` as above, its family named by ``family``; ``significant`` = ``p_adjusted <
     alpha``; ``wins/ties/losses``: queries where the method is better than / equal to (within
-    1e-12) / worse than the reference, by the metric's direction.
+    1e-12) / worse than the reference, by the metric's direction. A pooled metric is treated as
+    in :func:`significance` (weighted means, the test on the per-query units, the ratio bootstrap).
 
     >>> pq = pd.DataFrame({"dataset": "d", "fold": 1, "seed": 0, "query": [0, 1, 2] * 3,
     ...                    "method": ["new"] * 3 + ["a"] * 3 + ["b"] * 3,
@@ -446,9 +508,9 @@ def versus(
             raise ValueError(f"dataset {dataset!r}: no per-query rows of {absent}")
         for metric in metrics:
             hib = _direction(metric, higher_is_better)
-            wide, per_seed = _paired_values(frame, dataset, metric, every)
-            block = [_versus_row(wide, per_seed, dataset, metric, m, r, hib, test=test, n_boot=n_boot, seed=seed,
-                                 n_permutations=n_permutations, confidence=confidence) for m, r in pairs]
+            wide, per_seed, weights = _paired_values(frame, dataset, metric, every)
+            block = [_versus_row(wide, per_seed, weights, dataset, metric, m, r, hib, test=test, n_boot=n_boot,
+                                 seed=seed, n_permutations=n_permutations, confidence=confidence) for m, r in pairs]
             groups = ([[i for i, (m, _) in enumerate(pairs) if m == method] for method in methods]
                       if references is not None else [list(range(len(pairs)))])
             for group in groups:
@@ -462,19 +524,22 @@ def versus(
     return pd.DataFrame(rows, columns=list(VERSUS_COLUMNS))
 
 
-def _versus_row(wide, per_seed, dataset, metric, method, ref, hib, *, test, n_boot, seed, n_permutations,
+def _versus_row(wide, per_seed, weights, dataset, metric, method, ref, hib, *, test, n_boot, seed, n_permutations,
                 confidence) -> dict[str, Any]:
     vals, ref_vals = wide[method].to_numpy(), wide[ref].to_numpy()
-    p = two_sided_test(vals, ref_vals, test=test, n_permutations=n_permutations,
+    w = np.ones(len(vals)) if weights is None else weights
+    units = w / w.mean()  # a pooled metric's test units, as in significance
+    p = two_sided_test(vals * units, ref_vals * units, test=test, n_permutations=n_permutations,
                        seed=derive_seed("permutation", seed, dataset, metric, method, ref))
-    lo, hi = bootstrap_ci(vals, ref_vals, n_boot=n_boot, confidence=confidence,
+    lo, hi = bootstrap_ci(vals, ref_vals, n_boot=n_boot, confidence=confidence, weights=weights,
                           seed=derive_seed("bootstrap", seed, dataset, metric, method, ref))
     std, n_seeds = _std_over_seeds(per_seed, method)
     ref_std, _ = _std_over_seeds(per_seed, ref)
+    mean, ref_mean = float(np.sum(w * vals) / w.sum()), float(np.sum(w * ref_vals) / w.sum())
     return {
         "dataset": dataset, "metric": metric, "method": method, "reference": ref,
-        "mean": float(vals.mean()), "std_over_seeds": std, "ref_mean": float(ref_vals.mean()),
-        "ref_std_over_seeds": ref_std, "diff": float(vals.mean() - ref_vals.mean()), "ci_low": lo, "ci_high": hi,
+        "mean": mean, "std_over_seeds": std, "ref_mean": ref_mean,
+        "ref_std_over_seeds": ref_std, "diff": mean - ref_mean, "ci_low": lo, "ci_high": hi,
         "n_queries": len(vals), "p_value": float(p), **_record((vals - ref_vals) if hib else (ref_vals - vals)),
         "n_seeds": n_seeds,
     }
@@ -513,7 +578,7 @@ def _cli_stats(args) -> int:
     per_query = load_per_query(args.inputs)
     metrics = args.metrics or [
         c for c in per_query.columns
-        if c not in KEY_COLUMNS and c not in INFO_COLUMNS and not c.endswith(":dropped")
+        if c not in KEY_COLUMNS and c not in INFO_COLUMNS and is_metric_column(c)
     ]
     absent = [m for m in metrics if m not in per_query.columns]
     if absent:

@@ -85,6 +85,36 @@ def test_cli_writes_parquet(prepared, tmp_path, capsys):
     assert "--runs" in capsys.readouterr().err
 
 
+def test_a_tools_convention_writes_pooling_weights_and_its_name(prepared, tmp_path, capsys):
+    """``--convention tfranking`` (a PiRank table): TF-Ranking's values, the pooled metrics'
+    weights beside them, the convention in every row; the statistics read the weights."""
+    from bench.cli import main
+    from bench.metrics import summarize
+    from bench.results import read_frame
+    from bench.stats import significance
+
+    test = load_prepared(prepared).splits["test"]
+    n = test.labels.shape[0]
+    runs = [_run(tmp_path, "up", np.arange(n, dtype=float) % 3), _run(tmp_path, "down", -np.arange(n, dtype=float))]
+    out = tmp_path / "tf" / "e.parquet"
+    assert main(["evaluate", "--prepared", str(prepared), "--dataset", "syn", "--fold", "Fold1", "--runs",
+                 json.dumps(runs), "--metrics", "opa", "arp", "ndcg@5", "--convention", "tfranking", "--out", str(out)]) == 0
+    frame = read_frame(out)
+    assert (frame["convention"] == "tfranking").all()
+    assert {"opa:weight", "arp:weight"} <= set(frame.columns) and "ndcg@5:weight" not in frame.columns
+    labels, offsets = np.asarray(test.labels, np.float64), np.asarray(test.offsets)
+    up = frame[frame.method == "up"].reset_index(drop=True)
+    direct = evaluate((np.arange(n) % 3).astype(float), labels, offsets, ["opa", "arp", "ndcg@5"],
+                      convention="tfranking", query_ids=np.asarray(test.qids))
+    pd.testing.assert_frame_equal(up[direct.columns], direct)
+    pairs = np.diff(offsets)  # opa's weight: pairs with different labels, a function of the labels only
+    assert np.array_equal(frame[frame.method == "down"]["opa:weight"].to_numpy(), up["opa:weight"].to_numpy())
+    assert (up["opa:weight"].to_numpy() <= pairs * (pairs - 1) / 2).all()
+    stats = significance(frame, ["opa", "arp"], n_boot=0).set_index(["metric", "method"])
+    for metric in ("opa", "arp"):
+        assert stats.loc[(metric, "up"), "mean"] == pytest.approx(summarize(up, [metric])[metric], rel=1e-12)
+
+
 @pytest.fixture(scope="module")
 def letor_fold(tmp_path_factory):
     """The LETOR oracle fixture (tests/fixtures/letor) prepared as a file-based fold."""

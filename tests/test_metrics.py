@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import bench.metrics as M
-from bench.metrics import conventions_caption, evaluate, higher_is_better, parse_metric
+from bench.metrics import conventions_caption, evaluate, higher_is_better, parse_metric, ranking
 
 ALL = ["ndcg@1", "ndcg@3", "ndcg@10", "ndcg@max", "mrr", "opa", "opa_arf", "arp",
        "recall@3@2", "recall@5@3", "recall_arf@5@3", "map", "precision@1", "precision@5"]
@@ -325,7 +325,7 @@ def test_many_label_levels_use_merge_counter(rng, monkeypatch):
     labels = np.round(rng.uniform(0, 3, size=len(labels)), 1)
     for ties in ["stable", "expected"]:
         df = evaluate(scores, labels, offsets, ["opa", "opa_arf"], ties=ties)
-        monkeypatch.setattr(M, "_MAX_LEVELS_FOR_LEVEL_COUNTER", 10**6)
+        monkeypatch.setattr(ranking, "MAX_LEVELS_FOR_LEVEL_COUNTER", 10**6)
         level = evaluate(scores, labels, offsets, ["opa", "opa_arf"], ties=ties)
         monkeypatch.undo()
         pd.testing.assert_frame_equal(df, level, atol=1e-12, rtol=0)

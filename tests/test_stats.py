@@ -222,6 +222,68 @@ def test_cli_writes_table_atomically(tmp_path, rng):
     assert rc == 2
 
 
+def _pooled(values: dict[str, np.ndarray], weights: np.ndarray, seeds=(0,), metric="opa", noise=None):
+    frame = _table(values, metric=metric, seeds=seeds)
+    frame[metric + ":weight"] = np.tile(weights, len(values) * len(seeds))
+    if noise is not None:  # per-seed values differ, weights do not
+        frame[metric] = frame[metric] + noise
+    return frame
+
+
+def test_a_pooled_metric_is_tested_as_a_weighted_mean(rng):
+    """TF-Ranking's OPA: the mean is sum(w v) / sum(w); the tests act on the units w v / mean(w),
+    whose plain mean is that pooled value; the bootstrap recomputes the ratio on each resample."""
+    n = 60
+    w = rng.integers(1, 40, n).astype(float)  # pairs per query
+    a = rng.uniform(0.5, 0.9, n)
+    b = np.clip(a - rng.normal(0.03, 0.05, n), 0, 1)
+    out = S.significance(_pooled({"a": a, "b": b}, w), ["opa"], n_boot=400).set_index("method")
+    assert out.loc["a", "mean"] == pytest.approx(np.sum(w * a) / np.sum(w), rel=1e-12)
+    assert out.loc["b", "mean"] == pytest.approx(np.sum(w * b) / np.sum(w), rel=1e-12)
+    units = w / w.mean()
+    assert np.mean(units * a) == pytest.approx(out.loc["a", "mean"], rel=1e-12)
+    ref = sps.ttest_rel(units * a, units * b, alternative="greater").pvalue
+    assert out.loc["b", "p_value"] == pytest.approx(ref, rel=1e-12)
+    # the CI brackets the pooled difference and comes from the weighted statistic
+    pooled_diff = out.loc["b", "mean"] - out.loc["a", "mean"]
+    assert out.loc["b", "ci_low"] < pooled_diff < out.loc["b", "ci_high"]
+    lo, hi = S.bootstrap_ci(b, a, n_boot=400, weights=w, seed=0)
+    boot = sps.bootstrap((b, a, w), lambda x, y, v, axis: np.sum(v * (x - y), axis=axis) / np.sum(v, axis=axis),
+                         paired=True, vectorized=True, n_resamples=400, method="percentile",
+                         random_state=np.random.default_rng(0))
+    assert (lo, hi) == pytest.approx((boot.confidence_interval.low, boot.confidence_interval.high), rel=1e-12)
+    # unit weights: exactly the unweighted table
+    plain = S.significance(_table({"a": a, "b": b}, metric="opa"), ["opa"], n_boot=200)
+    unit = S.significance(_pooled({"a": a, "b": b}, np.ones(n)), ["opa"], n_boot=200)
+    pd.testing.assert_frame_equal(plain, unit, check_exact=False, rtol=1e-12)
+
+
+def test_a_pooled_metrics_seed_means_and_the_permutation_test_are_weighted(rng):
+    n = 8
+    w = np.array([1.0, 30.0, 2.0, 1.0, 25.0, 3.0, 1.0, 2.0])
+    a = rng.uniform(0.4, 0.9, n)
+    b = rng.uniform(0.4, 0.9, n)
+    noise = np.concatenate([np.zeros(n), np.full(n, 0.05), np.zeros(2 * n)])  # rows a0, a1, b0, b1: a's seed 1 +0.05
+    frame = _pooled({"a": a, "b": b}, w, seeds=(0, 1), noise=noise)
+    out = S.significance(frame, ["opa"], test="permutation").set_index("method")
+    seed_means = [np.sum(w * a) / np.sum(w), np.sum(w * (a + 0.05)) / np.sum(w)]
+    assert out.loc["a", "std_over_seeds"] == pytest.approx(np.std(seed_means, ddof=1), rel=1e-12)
+    best, other = ("a", "b") if out.loc["a", "is_best"] else ("b", "a")
+    va, vb = a + 0.025, b  # seed means
+    vals = {"a": va, "b": vb}
+    diff = (vals[best] - vals[other]) * w / w.mean()
+    flips = np.array(list(itertools.product((1.0, -1.0), repeat=n)))
+    exact = np.mean(flips @ diff >= diff.sum() - 1e-9 * np.abs(diff).sum())
+    assert out.loc[other, "p_value"] == pytest.approx(exact, abs=1e-12)
+
+
+def test_pooling_weights_must_agree_across_methods():
+    frame = _pooled({"a": np.array([0.5, 0.6, 0.7]), "b": np.array([0.4, 0.6, 0.8])}, np.array([2.0, 3.0, 4.0]))
+    frame.loc[(frame.method == "b") & (frame["query"] == 1), "opa:weight"] = 5.0
+    with pytest.raises(ValueError, match=r"pooling weight \(opa:weight\) differs.*query 1"):
+        S.significance(frame, ["opa"])
+
+
 # ----------------------------------------------------------------------------- versus (the compare page)
 
 
@@ -295,3 +357,15 @@ def test_versus_without_references_tests_each_pair_once_with_holm_over_the_pairs
     wide = pd.DataFrame(values)
     raw = [sps.ttest_rel(wide[m], wide[r]).pvalue for m, r in [("x", "y"), ("x", "z"), ("y", "z")]]
     assert out.p_adjusted.to_numpy() == pytest.approx(S.holm(raw), rel=1e-10)
+
+
+def test_versus_treats_a_pooled_metric_as_significance_does(rng):
+    """Oracle: the pooled means by hand, the two-sided t-test (scipy) on the per-query units w v / mean(w)."""
+    n = 50
+    w = rng.integers(1, 20, n).astype(float)
+    a, b = rng.uniform(0.4, 0.9, n), rng.uniform(0.3, 0.9, n)
+    row = S.versus(_pooled({"new": a, "old": b}, w), ["opa"], ["new"], ["old"], n_boot=0).iloc[0]
+    assert row["mean"] == pytest.approx(np.sum(w * a) / w.sum(), rel=1e-12)
+    assert row["diff"] == pytest.approx(np.sum(w * (a - b)) / w.sum(), rel=1e-12)
+    units = w / w.mean()
+    assert row["p_value"] == pytest.approx(sps.ttest_rel(a * units, b * units).pvalue, rel=1e-10)

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from bench.choices import DATASET_CONVENTION
 from bench.config import heatmap, kinds, schema
 from bench.config.run import model_type, resolve_section
 from bench.errors import ConfigError
@@ -465,8 +466,8 @@ def dataset_convention(config: dict[str, Any], dataset: str) -> str:
     dataset's ``source`` (LETOR 3.0 sets ``letor3``, MQ2007/MQ2008 ``letor4``), else
     ``default`` (synthetic data, a source the registry does not know).
     """
-    chosen = config.get("evaluation", {}).get("convention", "dataset")
-    if chosen != "dataset":
+    chosen = config.get("evaluation", {}).get("convention", DATASET_CONVENTION)
+    if chosen != DATASET_CONVENTION:
         return chosen
     ds = config["datasets"][dataset]
     if ds.get("convention"):
@@ -475,6 +476,23 @@ def dataset_convention(config: dict[str, Any], dataset: str) -> str:
 
     entry = REGISTRY.get(ds.get("source", dataset))
     return entry.convention if entry is not None else "default"
+
+
+def evaluation_convention(config: dict[str, Any], name: str, dataset: str) -> str:
+    """The convention evaluation ``name`` (a table, the recall heatmap, freeze, compare) grades
+    ``dataset`` by: ``evaluation.convention`` when it names one (it forces every evaluation),
+    else the table's (or the heatmap's) own ``convention`` -- a paper's table graded by its
+    paper's tool, e.g. ``tfranking`` for PiRank's --, else the dataset's
+    (:func:`dataset_convention`). It grades the test evaluation only: runs stop early on
+    validation under the dataset's convention (:func:`metric_conventions`), so tables that share
+    runs share them whatever each grades by.
+    """
+    if config.get("evaluation", {}).get("convention", DATASET_CONVENTION) == DATASET_CONVENTION:
+        spec = (config.get("tables", {}).get(name) if name in TABLES
+                else config.get("figures", {}).get(name) if name == heatmap.FIGURE else None)
+        if spec and spec.get("convention"):
+            return spec["convention"]
+    return dataset_convention(config, dataset)
 
 
 def metric_conventions(config: dict[str, Any], dataset: str) -> dict[str, Any]:
@@ -492,7 +510,7 @@ def evaluate_args(config: dict[str, Any], name: str, dataset: str) -> list[str]:
     """``ltr-bench evaluate``'s metric and convention arguments for evaluation ``name``."""
     ev, conventions = evaluation(config, name, dataset), config["evaluation"]
     args = ["--metrics", *ev.metrics, "--empty-query", conventions["empty_query"], "--ties", conventions["ties"],
-            "--convention", dataset_convention(config, dataset)]
+            "--convention", evaluation_convention(config, name, dataset)]
     return args + (["--list-sizes", *map(str, ev.list_sizes)] if ev.list_sizes else [])
 
 
@@ -544,7 +562,7 @@ def table_spec(config: dict[str, Any], table: str) -> dict[str, Any]:
         "l_train": spec.get("l_train", {}),
         "stats": config["stats"],
         "evaluation": config["evaluation"],
-        "conventions": {ds: dataset_convention(config, ds) for ds in table_datasets(config, table)},
+        "conventions": {ds: evaluation_convention(config, table, ds) for ds in table_datasets(config, table)},
         "paper": spec.get("paper"),
         "source": TABLE_SOURCES.get(table),
         "note": sinkprop_ranking_note(config, table),
@@ -701,7 +719,8 @@ def heatmap_rows(config: dict[str, Any], dataset: str) -> list[tuple[heatmap.Row
 
 def heatmap_spec(config: dict[str, Any]) -> dict[str, Any]:
     """What ``ltr-bench figure recall_heatmap`` draws: the grid (the columns) and one panel per
-    (dataset, method), its rows the models trained per (m, k) and the ARF figures it redraws."""
+    (dataset, method), its rows the models trained per (m, k) and the ARF figures it redraws,
+    and the evaluation convention of each dataset (the caption states it)."""
     spec = config["figures"][heatmap.FIGURE]
     panels = []
     for dataset, roles in heatmap_datasets(config):
@@ -719,7 +738,9 @@ def heatmap_spec(config: dict[str, Any]) -> dict[str, Any]:
                 "rows": [{"method": run, "m": row.m, "k": row.k, "label": row.title}
                          for row, run in rows if row.base == base],
             })
-    return {"metric": heatmap.RECALL, "grid": [list(p) for p in heatmap.grid_pairs(spec)], "panels": panels}
+    conventions = {dataset: evaluation_convention(config, heatmap.FIGURE, dataset) for dataset, _ in heatmap_datasets(config)}
+    return {"metric": heatmap.RECALL, "grid": [list(p) for p in heatmap.grid_pairs(spec)], "panels": panels,
+            "conventions": conventions, "evaluation": config["evaluation"]}
 
 
 # ----------------------------------------------------------------------------- computed tables (issue 26)

@@ -25,7 +25,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from bench.choices import CHOICES, CONVENTIONS, TIES_CHOICES
+from bench.choices import CHOICES, CONVENTIONS, STABLE_TIES_CONVENTIONS, TIES_CHOICES
 from bench.config import schema
 from bench.errors import ConfigError
 
@@ -77,7 +77,7 @@ def resolve_metrics_config(cfg: Any, *, key: str = "metrics") -> dict[str, Any]:
     for name, value in out.items():
         check_choice(value, f"{key}.{name}")
     convention = out.get("convention", CONVENTIONS[0])
-    if convention != CONVENTIONS[0] and out["ties"] != TIES_CHOICES[0]:  # spans two fields
+    if convention in STABLE_TIES_CONVENTIONS and out["ties"] != TIES_CHOICES[0]:  # spans two fields
         raise ConfigError(f"{key}.ties: convention {convention!r} keeps score ties in file order; ties must be "
                           f"{TIES_CHOICES[0]!r}, got {out['ties']!r}")
     out["names"] = list(dict.fromkeys(out["names"]))

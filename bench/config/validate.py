@@ -29,7 +29,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from bench.choices import DATASET_CONVENTION
+from bench.choices import DATASET_CONVENTION, STABLE_TIES_CONVENTIONS
 from bench.config import heatmap, kinds, schema
 from bench.config.losses import check_losses
 from bench.config.plan import (
@@ -234,6 +234,18 @@ def check_choices(config: dict[str, Any]) -> None:
     for name, spec in config["datasets"].items():
         if "convention" in spec:
             check_choice(spec["convention"], f"datasets.{name}.convention")
+    for section, name, spec in _evaluation_specs(config):
+        if "convention" in spec:
+            check_choice(spec["convention"], f"{section}.{name}.convention")
+
+
+def _evaluation_specs(config: dict[str, Any]):
+    """``(section, name, spec)`` of every table and figure that may name its own ``convention``."""
+    for name, spec in (config.get("tables") or {}).items():
+        yield "tables", name, spec
+    heatmap_spec = (config.get("figures") or {}).get(heatmap.FIGURE)
+    if heatmap_spec:
+        yield "figures", heatmap.FIGURE, heatmap_spec
 
 
 def check_sinkprop_protocol(config: dict[str, Any], protocol: str) -> None:
@@ -252,14 +264,17 @@ def check_sinkprop_protocol(config: dict[str, Any], protocol: str) -> None:
 
 def check_conventions(config: dict[str, Any]) -> None:
     """A LETOR evaluation convention keeps score ties in file order: ``evaluation.ties`` must be
-    ``stable`` when any dataset is graded by one."""
+    ``stable`` when any dataset is graded by one, in its runs or in a table's evaluation."""
     if config.get("evaluation", {}).get("ties", "stable") == "stable":
         return
-    for name in config["datasets"]:
-        convention = dataset_convention(config, name)
-        if convention != "default":
+    graded = [(f"dataset '{name}'", dataset_convention(config, name)) for name in config["datasets"]]
+    if config.get("evaluation", {}).get("convention", DATASET_CONVENTION) == DATASET_CONVENTION:
+        graded += [(f"{section}.{name}", spec["convention"]) for section, name, spec in _evaluation_specs(config)
+                   if spec.get("convention")]
+    for what, convention in graded:
+        if convention in STABLE_TIES_CONVENTIONS:
             raise ConfigError(
-                f"config key 'evaluation.ties': dataset '{name}' is graded by convention '{convention}', which "
+                f"config key 'evaluation.ties': {what} is graded by convention '{convention}', which "
                 "keeps score ties in file order; set ties: stable (or evaluation.convention: default)"
             )
 

@@ -280,7 +280,7 @@ def _evaluate_spec(ctx: Context, job: Job, shape: FoldShape) -> dict[str, Any]:
     w = job.wildcards
     ev = plan.evaluation(ctx.config, w["name"], w["dataset"])
     return {"n_runs": len(ev.methods) * len(ev.seeds), "metrics": list(ev.metrics), "list_sizes": list(ev.list_sizes),
-            "convention": plan.dataset_convention(ctx.config, w["dataset"])}
+            "convention": plan.evaluation_convention(ctx.config, w["name"], w["dataset"])}
 
 
 def _prepare_spec(ctx: Context, job: Job, shape: FoldShape) -> dict[str, Any]:

@@ -39,7 +39,7 @@ import torch
 from torch import Tensor, nn
 
 from bench.losses._common import check_inputs, check_k, check_positive, masked_mean_over_lists
-from bench.losses.neuralsort import neuralsort, neuralsort_parts
+from bench.losses.neuralsort import neuralsort, neuralsort_parts, outer_logits
 
 
 def _rows_below(limit: Tensor, n_rows: int) -> Tensor:
@@ -69,7 +69,7 @@ def _arf_terms(scores: Tensor, labels: Tensor, mask: Tensor, m: int, k: int, tau
     rows_v = length if with_global else rows_k
     # log P_s[i, j] = z_ij - LSE_j z_ij with z_ij = coef_i s_j + bias_j (one logit matrix).
     coef, s, bias, row_valid, _ = neuralsort_parts(scores, mask, tau, rows_s)
-    z = torch.baddbmm(bias[:, None, :], coef[:, :, None], s[:, None, :])
+    z = outer_logits(coef, s, bias)
     lse = torch.logsumexp(z, dim=-1)  # [B, rows_s]
     with torch.no_grad():  # labels are data: P_v is a constant of the loss
         p_v = neuralsort(labels, mask, tau_label, rows_v)  # [B, rows_v, L]

@@ -128,6 +128,41 @@ def neuralsort_parts(scores: Tensor, mask: Tensor, tau: float, k: int | None = N
     return coef, s, bias, row_valid, col_ok
 
 
+class _OuterLogits(torch.autograd.Function):
+    """:math:`z = b_j + c_i s_j` with the backward of ``baddbmm(b, c, s)`` (see :func:`outer_logits`)."""
+
+    @staticmethod
+    def forward(ctx, coef, s, bias):  # type: ignore[override]
+        ctx.save_for_backward(coef, s)
+        return torch.addcmul(bias[:, None, :], coef[:, :, None], s[:, None, :])
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):  # type: ignore[override]
+        coef, s = ctx.saved_tensors
+        grad_coef = torch.bmm(grad, s[:, :, None])[:, :, 0] if ctx.needs_input_grad[0] else None
+        grad_s = torch.bmm(coef[:, None, :], grad)[:, 0] if ctx.needs_input_grad[1] else None
+        return grad_coef, grad_s, grad.sum(1) if ctx.needs_input_grad[2] else None
+
+
+def outer_logits(coef: Tensor, s: Tensor, bias: Tensor) -> Tensor:
+    r"""The NeuralSort logits :math:`z_{ij} = b_j + c_i\, s_j`, ``[N, R, L]`` from ``coef [N, R]``
+    and ``s, bias [N, L]``.
+
+    Forward by ``addcmul``, element by element, so a list gets the same bits whatever the
+    batch around it (``baddbmm`` with an inner dimension of 1, the BLAS outer product, rounds a
+    list differently alone than in a batch on some CPUs: AVX-512 MKL, by up to 4 ulp); it is
+    also 1.5-2.8x faster at B = 16, L = 1000. Backward as autograd runs ``baddbmm``'s (the
+    gradient of ``s`` by one batched vector-matrix product, of ``bias`` by a column sum),
+    which the fused NeuralNDCG kernel (:mod:`bench.losses.sinkhorn`) mirrors bit for bit.
+
+    >>> c = torch.tensor([[1.0, -1.0]]); s = torch.tensor([[0.5, -0.5]]); b = torch.zeros(1, 2)
+    >>> outer_logits(c, s, b).tolist()
+    [[[0.5, -0.5], [-0.5, 0.5]]]
+    """
+    return _OuterLogits.apply(coef, s, bias)
+
+
 def neuralsort_logits(scores: Tensor, mask: Tensor, tau: float, k: int | None = None):
     r"""Logits :math:`((n+1-2i) s - A\mathbf 1)/\tau` of the first ``k`` rows, flattened.
 
@@ -136,8 +171,8 @@ def neuralsort_logits(scores: Tensor, mask: Tensor, tau: float, k: int | None = 
     Building block for :func:`neuralsort` and the losses; most callers want those.
     """
     coef, s, bias, row_valid, col_ok = neuralsort_parts(scores, mask, tau, k)
-    # One fused outer product + bias: z_ij = coef_i * s_j + bias_j (padded s_j = 0, bias -inf).
-    z = torch.baddbmm(bias[:, None, :], coef[:, :, None], s[:, None, :])
+    # z_ij = coef_i * s_j + bias_j (padded s_j = 0, bias -inf)
+    z = outer_logits(coef, s, bias)
     return z, row_valid, col_ok
 
 

@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 
 from bench.losses._common import check_inputs, masked_mean_over_lists
-from bench.losses.neuralsort import neuralsort_parts
+from bench.losses.neuralsort import neuralsort_parts, outer_logits
 
 
 def sort_target(labels: Tensor, mask: Tensor) -> Tensor:
@@ -74,7 +74,7 @@ def neuralsort_ce(scores: Tensor, labels: Tensor, mask: Tensor, *, tau: float = 
     labels = check_inputs(scores, labels, mask)
     coef, s, bias, row_valid, _ = neuralsort_parts(scores, mask, tau)
     zero = torch.zeros((), dtype=scores.dtype, device=scores.device)
-    z = torch.baddbmm(bias[:, None, :], coef[:, :, None], s[:, None, :])
+    z = outer_logits(coef, s, bias)
     lse = torch.logsumexp(z, dim=-1)  # [B, L]
     means = _tie_group_means(labels, mask, torch.stack([s, torch.where(mask, bias, zero)], -1))
     row_ce = lse - (coef * means[..., 0] + means[..., 1])

@@ -218,7 +218,7 @@ class _SoftmaxSinkhornBilinear(torch.autograd.Function):
     rank-``m`` gradient of ``K`` multiplied out, the softmax backward over it and the
     logits' backward (:math:`\partial z / \partial s = c`, :math:`\partial z / \partial b = 1`,
     :math:`\partial z / \partial c = s`). Every step is the operation autograd runs through
-    ``baddbmm -> softmax -> sinkhorn_bilinear``, so the value and the gradients have the
+    ``outer_logits -> softmax -> sinkhorn_bilinear``, so the value and the gradients have the
     same bits as that unfused chain (tested), with one ``[B, L, L]`` of memory kept (``P``)
     instead of three. ``P`` is kept as one tensor per chunk: blocks of a chunk's size are
     reused by the allocator from one call to the next, where one ``[B, L, L]`` block is
@@ -238,8 +238,8 @@ class _SoftmaxSinkhornBilinear(torch.autograd.Function):
 
         def k_of(i: int) -> Tensor:
             c = chunks[i]
-            args = (bias[c, None, :], coef[c, :, None], s[c, None, :])
-            z = torch.baddbmm(*args) if logits is None else torch.baddbmm(*args, out=logits[:lists[i]])
+            args = (bias[c, None, :], coef[c, :, None], s[c, None, :])  # as outer_logits, bitwise
+            z = torch.addcmul(*args) if logits is None else torch.addcmul(*args, out=logits[:lists[i]])
             if on_cpu:  # bitwise torch.softmax
                 out = z if logits is None else torch.empty_like(z)
                 ps.append(torch.ops.aten._softmax.out(z, -1, False, out=out))

@@ -34,6 +34,7 @@ import pandas as pd
 from bench.atomic import write_files
 from bench.config.plan import FIGURES
 from bench.errors import UsageError
+from bench.metrics import dropped_column, weight_column
 from bench.results import KEY_COLUMNS, read_frame, read_frames, write_frame
 
 
@@ -152,7 +153,8 @@ def compare_stats(frozen_dir: str | Path, new: pd.DataFrame, spec: dict[str, Any
     if overlap:
         raise fz.FrozenMismatch(f"new method names clash with frozen baselines: {overlap}")
     metrics = list(spec["metrics"])
-    keep = [*KEY_COLUMNS, *metrics, *[f"{m}:dropped" for m in metrics]]
+    keep = [*KEY_COLUMNS, *metrics, *[dropped_column(m) for m in metrics],
+            *[weight_column(m) for m in metrics if weight_column(m) in baselines.columns]]
     for frame, what in ((baselines, f"frozen baselines in {frozen_dir}"), (new, "new per-query results")):
         missing = [c for c in keep if c not in frame.columns]
         if missing:

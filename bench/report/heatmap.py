@@ -40,6 +40,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
+from bench.metrics import conventions_caption  # noqa: E402
+
 
 @dataclass(frozen=True)
 class DiagonalShare:
@@ -156,8 +158,23 @@ def recall_heatmaps(per_query: pd.DataFrame, spec: dict[str, Any]):
         for ax in axes[r][len(mine):]:
             ax.axis("off")
         fig.colorbar(image, ax=list(axes[r]), shrink=0.85, label=f"mean Recall@m@k{variant}")
-    fig.text(0.01, -0.02, _CAPTION, fontsize=7, ha="left", va="top", wrap=True)
+    fig.text(0.01, -0.02, " ".join([_CAPTION, *_convention_notes(spec)]), fontsize=7, ha="left", va="top", wrap=True)
     return fig
+
+
+def _convention_notes(spec: dict[str, Any]) -> list[str]:
+    """How the recall was graded (:func:`bench.metrics.conventions_caption`), per convention."""
+    per_dataset = spec.get("conventions") or {}
+    ev = {"empty_query": "one", "ties": "stable", **spec.get("evaluation", {})}
+    metric = f"{spec.get('metric', 'recall_arf')}@{spec['grid'][0][0]}@{spec['grid'][0][1]}"
+    used = list(dict.fromkeys(per_dataset.values()))
+    labels = {p["dataset"]: p["dataset_label"] for p in spec["panels"]}
+    notes = []
+    for convention in used:
+        text = conventions_caption(ev["empty_query"], ev["ties"], convention, metrics=[metric])
+        names = ", ".join(labels.get(d, d) for d, c in per_dataset.items() if c == convention)
+        notes.append(f"{names}: {text}" if len(used) > 1 else text)
+    return notes
 
 
 _CAPTION = ("Rows: the loss trained with (m, k); columns: test Recall@m@k; bold: the model trained for that "

@@ -47,7 +47,7 @@ from typing import Any
 
 import pandas as pd
 
-from bench.metrics import LETOR_KINDS, conventions_caption, higher_is_better, parse_metric
+from bench.metrics import LOWER_IS_BETTER, conventions_caption, parse_metric
 from bench.report import published as P
 from bench.results import dataset_key
 
@@ -66,20 +66,24 @@ def metric_label(metric: str) -> str:
     ('NDCG@10', 'NDCG', 'ARP ↓', 'Recall@30@15')
     >>> metric_label("recall_arf@30@15")  # ARF eq. 4 (divides by k; the caption says so)
     'Recall@30@15 (ARF)'
+    >>> metric_label("err@10"), metric_label("rbp@0.8"), metric_label("rbp_residual@0.8"), metric_label("map@10")
+    ('ERR@10', 'RBP@0.8', 'RBP residual@0.8 ↓', 'MAP@10')
     """
-    if metric == "ndcg@max":
-        return "NDCG"
     name, _, rest = metric.partition("@")
+    if rest == "max":
+        rest = ""
     if name == "recall_arf":
         return f"Recall@{rest} (ARF)"
-    pretty = {"ndcg": "NDCG", "mrr": "MRR", "opa": "OPA", "opa_arf": "OPA (ARF)", "arp": "ARP ↓",
-              "recall": "Recall", "map": "MAP", "precision": "P"}.get(name, name)
-    return f"{pretty}@{rest}" if rest else pretty
+    pretty = {"ndcg": "NDCG", "dcg": "DCG", "err": "ERR", "mrr": "MRR", "opa": "OPA", "opa_arf": "OPA (ARF)",
+              "arp": "ARP", "recall": "Recall", "map": "MAP", "precision": "P", "rbp": "RBP",
+              "rbp_residual": "RBP residual"}.get(name, name)
+    label = f"{pretty}@{rest}" if rest else pretty
+    return f"{label} ↓" if name in LOWER_IS_BETTER else label  # any name: curve columns too
 
 
 def decimals(metric: str) -> int:
-    """Printed digits: ARP is a rank position (3 decimals), the rest are fractions (4)."""
-    return 4 if higher_is_better(metric) else 3
+    """Printed digits: ARP is a rank position (3 decimals), the rest are fractions or gains (4)."""
+    return 3 if parse_metric(metric).kind == "arp" else 4
 
 
 @dataclass
@@ -191,11 +195,12 @@ def caption(spec: dict[str, Any], has_paper: bool, published: str = "") -> str:
 
 
 def _convention_parts(spec: dict[str, Any], ev: dict[str, Any]) -> list[str]:
-    """The caption's metric conventions: one paragraph per evaluation convention in the table.
+    """The caption's metric conventions: one paragraph per evaluation convention in the table,
+    stating only the rules of the metrics the table shows (:func:`bench.metrics.conventions_caption`).
 
-    ``spec["conventions"]`` maps dataset -> convention (``bench.config.plan.table_spec``); a
-    table whose datasets all use the default convention gets exactly the default caption.
-    When several conventions meet in one table, each paragraph names its datasets.
+    ``spec["conventions"]`` maps dataset -> convention (``bench.config.plan.table_spec``: the
+    table's own, else each dataset's). When several conventions meet in one table, each
+    paragraph names its datasets.
     """
     per_dataset = spec.get("conventions") or {}
     labels = {ds["name"]: ds.get("label") or ds["name"] for ds in spec.get("datasets", [])}
@@ -203,11 +208,6 @@ def _convention_parts(spec: dict[str, Any], ev: dict[str, Any]) -> list[str]:
     parts = []
     for convention in used:
         text = conventions_caption(ev["empty_query"], ev["ties"], convention, metrics=spec.get("metrics"))
-        if convention != "default":
-            kinds = {parse_metric(m).kind for m in spec.get("metrics", [])}
-            if kinds - set(LETOR_KINDS[convention]):
-                text += (" Metrics the script does not define (MRR, OPA, ARP, recall) follow the suite's "
-                         "default convention.")
         if len(used) > 1:
             names = ", ".join(labels.get(d, d) for d, c in per_dataset.items() if c == convention)
             text = f"{names}: {text}"

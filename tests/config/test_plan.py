@@ -217,6 +217,55 @@ def test_convention_config_global_and_per_dataset():
         cv.load_config(paper, overrides={"evaluation": {"ties": "expected"}})
 
 
+# the paper's evaluation tool of each table (issue 32): the papers' own code graded with these
+PAPER_TOOLS = {"pirank_table1": "tfranking", "listsize_table3": "tfranking", "arf_table2": "tfranking",
+               "arf_table6": "tfranking", "arf_table7": "tfranking", "arf_table8": "tfranking",
+               "neuralndcg_table3": "allrank"}
+
+
+@pytest.mark.parametrize("profile", ["default.yaml", "paper.yaml"])
+def test_each_papers_table_is_graded_by_its_papers_tool(profile):
+    """PiRank's and ARF's tables under TF-Ranking's metrics, NeuralNDCG's under allRank's, in the
+    evaluate arguments, the table spec and the caption; SinkProp's LETOR table keeps the LETOR
+    scripts and the unified table the suite's default; runs (early stopping) keep the dataset's."""
+    from bench.report.tables import caption
+
+    cfg = cv.load_config(ROOT / "config" / profile)
+    tool_names = {"tfranking": "Graded as TF-Ranking grades", "allrank": "Graded as allRank grades"}
+    for table, tool in PAPER_TOOLS.items():
+        spec = plan.table_spec(cfg, table)
+        assert set(spec["conventions"].values()) == {tool}, table
+        for ds in plan.table_datasets(cfg, table):
+            args = plan.evaluate_args(cfg, table, ds)
+            assert args[args.index("--convention") + 1] == tool, (table, ds)
+        text = caption(spec, has_paper=False)
+        assert tool_names[tool] in text and f"convention {tool}" in text, table
+    unified = plan.table_spec(cfg, "unified_table")["conventions"]
+    assert unified == {ds: plan.dataset_convention(cfg, ds) for ds in plan.table_datasets(cfg, "unified_table")}
+    letor = set(plan.table_spec(cfg, "sinkprop_letor")["conventions"].values())
+    assert letor == ({"default"} if profile == "default.yaml" else {"letor3", "letor4"})
+    heatmap_ds = plan.table_datasets(cfg, "arf_table2")[0]
+    assert plan.evaluation_convention(cfg, "recall_heatmap", heatmap_ds) == "tfranking"
+    assert plan.evaluation_convention(cfg, "freeze", heatmap_ds) == "default"
+    mslr = plan.table_datasets(cfg, "pirank_table1")[0]
+    assert "convention" not in plan.run_config(cfg, "pirank", mslr, "ranknet")["metrics"]
+
+
+def test_a_tables_convention_is_validated_and_yields_to_a_forced_one():
+    with pytest.raises(ConfigError, match=r"tables.pirank_table1.convention.*tfranking.*got 'tf-ranking'"):
+        cv.load_config(overrides={"tables": {"pirank_table1": {"convention": "tf-ranking"}}})
+    with pytest.raises(ConfigError, match=r"figures.recall_heatmap.convention"):
+        cv.load_config(overrides={"figures": {"recall_heatmap": {"convention": "trec"}}})
+    with pytest.raises(ConfigError, match=r"evaluation.ties.*tables.unified_table.*letor3"):
+        cv.load_config(overrides={"tables": {"unified_table": {"convention": "letor3"}},
+                                  "evaluation": {"ties": "expected"}})
+    # a tool's convention fixes its own tie rule: any evaluation.ties goes
+    expected = cv.load_config(overrides={"evaluation": {"ties": "expected"}})
+    assert plan.evaluation_convention(expected, "pirank_table1", "syn-web") == "tfranking"
+    forced = cv.load_config(overrides={"evaluation": {"convention": "default"}})
+    assert {plan.evaluation_convention(forced, t, "syn-web") for t in PAPER_TOOLS} == {"default"}
+
+
 def test_neuralndcg_batch_is_64_on_web30k_and_110_on_istella_in_the_resolved_job_config():
     """NeuralNDCG Sec. 5.3: "The batch size was set to 64 (Web30K) or 110 (Istella)"; the job's
     JSON (what ``ltr-bench train --config`` reads) and the settings the trainer resolves from it."""

@@ -102,3 +102,18 @@ def test_cli_prints_each_panels_share_and_writes_both_files(tmp_path, capsys):
     assert rc == 0
     assert "recall_heatmap: ARF-relax on D: diagonal best in 2/3 columns (chance 1/3)" in capsys.readouterr().out
     assert (tmp_path / "h.png").read_bytes()[:4] == b"\x89PNG" and (tmp_path / "h.pdf").read_bytes()[:4] == b"%PDF"
+
+
+def test_the_caption_states_how_the_recall_was_graded():
+    """The heatmap grades as ARF's tables do (the default profile's recall_heatmap: tfranking);
+    its caption says so, from the plan's spec."""
+    from bench.config import plan
+    from bench.config import validate as cv
+
+    spec = plan.heatmap_spec(cv.load_config())
+    assert set(spec["conventions"].values()) == {"tfranking"}
+    fig = H.recall_heatmaps(_frames(), {**_spec(), "conventions": {"d": "tfranking"}})
+    caption = fig.texts[0].get_text()
+    assert "Graded as TF-Ranking grades" in caption and "divides by k" in caption and "NDCG" not in caption
+    plain = H.recall_heatmaps(_frames(), _spec()).texts[0].get_text()  # a spec without conventions: none stated
+    assert "Graded as" not in plain

@@ -79,8 +79,11 @@ def test_caption_states_marks_test_correction_and_conventions(stats):
     assert "Bold: the best mean and every method not significantly worse" in caption
     assert "underlined: the best mean" in caption
     assert "Wilcoxon" in caption and "no multiple-comparison correction" in caption and "alpha = 0.01" in caption
-    assert "score 0 (TF-Ranking convention)" in caption  # empty_query = zero
+    assert "score 0 in NDCG (TF-Ranking convention)" in caption  # empty_query = zero
     assert "Gain 2^y-1" in caption
+    # only the shown metrics' conventions: NDCG and ARP, not MRR, MAP, OPA or recall
+    assert "ARP (lower is better)" in caption
+    assert not any(word in caption for word in ("MRR", "MAP", "OPA", "Recall", "binary relevance"))
 
 
 def test_paper_column_shows_printed_value_and_difference(stats):
@@ -235,12 +238,46 @@ def test_caption_names_each_datasets_evaluation_convention():
             "datasets": [{"name": "mq2008", "label": "MQ2008"}, {"name": "mslr-web30k", "label": "MSLR"}]}
     only_default = T.caption({**base, "conventions": {"mq2008": "default", "mslr-web30k": "default"}}, False)
     assert only_default == T.caption({k: v for k, v in base.items()}, False)  # default tables unchanged
-    assert only_default.endswith(conventions_caption("one", "stable"))
+    assert only_default.endswith(conventions_caption("one", "stable", metrics=["ndcg@10", "mrr"]))
     mixed = T.caption({**base, "conventions": {"mq2008": "letor4", "mslr-web30k": "default"}}, False)
     assert "MQ2008: LETOR 4.0 evaluation" in mixed and "Eval-Score-4.0.pl" in mixed
-    assert "MSLR: Gain 2^y-1" in mixed and "MRR, OPA, ARP, recall) follow the suite's default" in mixed
+    assert "MSLR: Gain 2^y-1" in mixed and "MRR (not computed by Eval-Score-4.0.pl) follows the suite's default" in mixed
     letor = T.caption({**base, "metrics": ["ndcg@10", "map"], "conventions": {"mq2008": "letor4"}}, False)
-    assert "Eval-Score-4.0.pl" in letor and "Gain 2^y-1" not in letor and "does not define" not in letor
+    assert "Eval-Score-4.0.pl" in letor and "Gain 2^y-1" not in letor and "not computed" not in letor
+
+
+def test_caption_states_only_the_conventions_of_the_metrics_shown():
+    """Issue 34: a caption repeated the rules of metrics its table does not show (NeuralNDCG's
+    NDCG-only table spoke of MRR, OPA, ARP and recall); each rule now comes with its metric."""
+    base = {"evaluation": {"empty_query": "one", "ties": "expected"}, "datasets": [{"name": "syn-web"}]}
+    ndcg_only = T.caption({**base, "metrics": ["ndcg@5", "ndcg@10"]}, False)
+    assert "NDCG@k sums over the available items" in ndcg_only and "Score ties are averaged" in ndcg_only
+    for absent in ("MRR", "MAP", "OPA", "ARP", "Recall", "precision", "P@k", "binary relevance", "1/2"):
+        assert absent not in ndcg_only, absent
+    with_opa = T.caption({**base, "metrics": ["opa", "mrr"]}, False)
+    assert "counts 1/2 in OPA" in with_opa and "MRR uses binary relevance" in with_opa
+    assert "Gain 2^y-1" not in with_opa and "NDCG" not in with_opa  # no gain, no empty-query rule
+    letor = T.caption({**base, "evaluation": {"empty_query": "one", "ties": "stable"}, "metrics": ["map"],
+                       "conventions": {"syn-web": "letor3"}}, False)
+    assert "MAP counts labels >= 1" in letor and "NDCG" not in letor and "P@k" not in letor
+
+
+def test_caption_names_the_tool_of_a_table_graded_by_its_papers_tool():
+    """A table graded as its paper graded names the tool, the papers that used it and its rules."""
+    base = {"evaluation": {"empty_query": "one", "ties": "stable"}, "datasets": [{"name": "syn-web"}]}
+    pirank = T.caption({**base, "metrics": ["opa", "arp", "mrr", "ndcg@10"], "conventions": {"syn-web": "tfranking"}},
+                       False)
+    assert "Graded as TF-Ranking grades (the evaluation code of PiRank" in pirank and "convention tfranking" in pirank
+    assert "score 0 in NDCG and stay in the mean" in pirank
+    assert "OPA pools the pairs of all queries" in pirank and "tied scores counted as wrong" in pirank
+    assert "ARP (lower is better) pools all queries" in pirank and "paired tests and confidence intervals" in pirank
+    assert "LightGBM" not in pirank  # the config's stable ties do not apply under a tool's convention
+    arf = T.caption({**base, "metrics": ["recall_arf@30@15", "ndcg@15"], "conventions": {"syn-web": "tfranking"}},
+                    False)
+    assert "Recall@m@k (ARF) is not a TF-Ranking metric" in arf and "divides by k" in arf and "OPA" not in arf
+    neural = T.caption({**base, "metrics": ["ndcg@5", "ndcg@10"], "conventions": {"syn-web": "allrank"}}, False)
+    assert "Graded as allRank grades (NeuralNDCG's evaluation code" in neural and "score 1 in NDCG" in neural
+    assert "MRR" not in neural and "OPA" not in neural
 
 
 def test_caption_names_the_recall_denominator_of_the_table():

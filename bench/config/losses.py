@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.config.kinds import method_kind
+from bench.config.plan import compare_method_name
 from bench.errors import ConfigError
 from bench.losses import registry
 from bench.losses.hyperparameters import LossNotFound, LossSignature, from_imports, from_source, search_path, supplied_by_trainer
@@ -41,7 +42,7 @@ def _entries(config: dict[str, Any]) -> list[tuple[str, str, str, dict[str, Any]
     for i, entry in enumerate(config.get("compare", {}).get("losses", [])):
         where = f"compare.losses.{i}"
         if isinstance(entry, str):
-            out.append((where, where, entry.replace(":", "."), {"loss": entry, "params": {}}))
+            out.append((where, where, compare_method_name(entry), {"loss": entry, "params": {}}))
         else:
             out.append((where, f"{where}.loss", entry["name"], entry))
     return out

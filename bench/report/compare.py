@@ -154,12 +154,17 @@ def reproduction_block(record: dict[str, Any] | None, metrics: list[str], labels
     for metric in metrics:
         per_query = max(record["methods"], key=lambda d: d["max_abs"][metric])
         mean = max(record["methods"], key=lambda d: abs(d["mean_diff"][metric]))
-        worst_query, worst_mean = labels.get(per_query["method"], per_query["method"]), labels.get(mean["method"], mean["method"])
         rows.append([Cell(metric_label(metric)),
-                     Cell(f"{_num(per_query['max_abs'][metric], metric)} ({worst_query})"),
-                     Cell(f"{_num(mean['mean_diff'][metric], metric, signed=True)} ({worst_mean})"),
+                     Cell(_worst(per_query["max_abs"][metric], per_query["method"], metric, labels)),
+                     Cell(_worst(mean["mean_diff"][metric], mean["method"], metric, labels, signed=True)),
                      Cell(_num(tolerance[metric], metric) if metric in tolerance else "not judged")])
     return Block("The frozen baselines re-run on this machine (the default study) vs the frozen files", header, rows)
+
+
+def _worst(value: float, method: str, metric: str, labels: dict[str, str], *, signed: bool = False) -> str:
+    """A largest difference and the method it belongs to (none when every method is identical)."""
+    text = _num(value, metric, signed=signed)
+    return f"{text} ({labels.get(method, method)})" if value != 0 else f"{text} (every method identical)"
 
 
 def _platform(facts: dict[str, Any] | None) -> str:

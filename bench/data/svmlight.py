@@ -67,8 +67,8 @@ import numpy as np
 from numba import prange
 from numba.cpython.unsafe.numbers import trailing_zeros
 
-from bench.data._jit import njit
 from bench.errors import SvmlightFormatError
+from bench.jit import njit
 
 __all__ = ["SvmlightFormatError", "read_svmlight"]
 

@@ -23,6 +23,12 @@ Choices fixed here:
   (the spec allows 1e-12). :math:`L_{global}` uses that the rows of :math:`P_v` sum to 1:
   :math:`\sum_h P_v[i,h] \log P_s[i,h] = c_i [P_v s]_i + [P_v b]_i - \mathrm{LSE}_i`, so only
   one :math:`n \times n` logit matrix carries gradients. :math:`P_v` is a constant (labels are data).
+* ``relaxation`` (:mod:`bench.losses.relaxations`): the matrix :math:`P_s` of the scores,
+  ``"neuralsort"`` (the paper's, the default) or ``"softsort"``; any matrix given as a softmax
+  of logits fits the log-domain computation (sorting networks do not: their entries can be 0).
+  With ``"softsort"``, :math:`L_{global}` is :math:`-\sum_i (\sum_h P_v[i,h] z_{ih} - \mathrm{LSE}_i)`
+  from the full logit matrix. :math:`P_v` stays NeuralSort's at ``tau_label`` (a near-hard
+  target whose tied labels share their mass, whatever relaxes the scores).
 * :math:`\alpha` is a learnable scalar (init 1) of the :class:`ARFLoss` module, cast to the
   scores' dtype and device on every call so it may live anywhere.
 
@@ -40,6 +46,7 @@ from torch import Tensor, nn
 
 from bench.losses._common import check_inputs, check_k, check_positive, masked_mean_over_lists
 from bench.losses.neuralsort import neuralsort, neuralsort_parts, outer_logits
+from bench.losses.relaxations import sort_logits
 
 
 def _rows_below(limit: Tensor, n_rows: int) -> Tensor:
@@ -56,9 +63,10 @@ def _check_hyper(m: int, k: int, tau: float, tau_label: float) -> tuple[int, int
 
 
 def _arf_terms(scores: Tensor, labels: Tensor, mask: Tensor, m: int, k: int, tau: float, tau_label: float,
-               with_global: bool):
+               with_global: bool, relaxation: str = "neuralsort"):
     labels = check_inputs(scores, labels, mask)
     m, k = _check_hyper(m, k, tau, tau_label)
+    logits = sort_logits(relaxation)
     length = scores.shape[-1]
     n = mask.sum(-1)
     dtype, device = scores.dtype, scores.device
@@ -68,8 +76,11 @@ def _arf_terms(scores: Tensor, labels: Tensor, mask: Tensor, m: int, k: int, tau
     rows_s = length if with_global else rows_m
     rows_v = length if with_global else rows_k
     # log P_s[i, j] = z_ij - LSE_j z_ij with z_ij = coef_i s_j + bias_j (one logit matrix).
-    coef, s, bias, row_valid, _ = neuralsort_parts(scores, mask, tau, rows_s)
-    z = outer_logits(coef, s, bias)
+    if relaxation == "neuralsort":  # factored logits: L_global below needs no second logit matrix
+        coef, s, bias, row_valid, _ = neuralsort_parts(scores, mask, tau, rows_s)
+        z = outer_logits(coef, s, bias)
+    else:
+        z, row_valid, _ = logits(scores, mask, tau, rows_s)
     lse = torch.logsumexp(z, dim=-1)  # [B, rows_s]
     with torch.no_grad():  # labels are data: P_v is a constant of the loss
         p_v = neuralsort(labels, mask, tau_label, rows_v)  # [B, rows_v, L]
@@ -86,16 +97,19 @@ def _arf_terms(scores: Tensor, labels: Tensor, mask: Tensor, m: int, k: int, tau
     relax = -torch.where(mask, w * (log_col - log_m[:, None]), zero).sum(-1)
     glob = None
     if with_global:
-        # sum_h P_v[i, h] log P_s[i, h] = coef_i [P_v s]_i + [P_v bias]_i - LSE_i  (rows of P_v sum to 1)
-        b0 = torch.where(mask, bias, zero)
-        pv_s = torch.bmm(torch.stack([s, b0], 1), p_v.transpose(1, 2))  # [B, 2, L]: rows P_v s, P_v b
-        row = coef * pv_s[:, 0] + pv_s[:, 1] - lse
+        if relaxation == "neuralsort":
+            # sum_h P_v[i, h] log P_s[i, h] = coef_i [P_v s]_i + [P_v bias]_i - LSE_i  (rows of P_v sum to 1)
+            b0 = torch.where(mask, bias, zero)
+            pv_s = torch.bmm(torch.stack([s, b0], 1), p_v.transpose(1, 2))  # [B, 2, L]: rows P_v s, P_v b
+            row = coef * pv_s[:, 0] + pv_s[:, 1] - lse
+        else:  # sum_h P_v[i, h] (z_ih - LSE_i), padded columns (z = -inf, P_v = 0) left out
+            row = (p_v * torch.where(mask[:, None, :], z, zero)).sum(-1) - lse
         glob = -torch.where(row_valid, row, zero).sum(-1)
     return relax, glob, n >= 2
 
 
 def arf_relax(scores: Tensor, labels: Tensor, mask: Tensor, *, m: int = 30, k: int = 15, tau: float = 1.0,
-              tau_label: float = 1e-3) -> Tensor:
+              tau_label: float = 1e-3, relaxation: str = "neuralsort") -> Tensor:
     r"""ARF's :math:`L_{relax}` (eq. 11) alone: cross entropy between the label top-k column
     mass and the predicted top-m column distribution. Costs :math:`O((m + k) n)` per list.
 
@@ -107,7 +121,8 @@ def arf_relax(scores: Tensor, labels: Tensor, mask: Tensor, *, m: int = 30, k: i
     >>> bool(good < bad), round(good.item(), 4)  # perfect top-2: 2 * log(2)
     (True, 1.3863)
     """
-    relax, _, contributes = _arf_terms(scores, labels, mask, m, k, tau, tau_label, with_global=False)
+    relax, _, contributes = _arf_terms(scores, labels, mask, m, k, tau, tau_label, with_global=False,
+                                       relaxation=relaxation)
     return masked_mean_over_lists(relax, contributes, scores)
 
 
@@ -123,9 +138,12 @@ class ARFLoss(nn.Module):
     True
     """
 
-    def __init__(self, *, m: int = 30, k: int = 15, tau: float = 1.0, tau_label: float = 1e-3, alpha: float = 1.0):
+    def __init__(self, *, m: int = 30, k: int = 15, tau: float = 1.0, tau_label: float = 1e-3, alpha: float = 1.0,
+                 relaxation: str = "neuralsort"):
         super().__init__()
         self.m, self.k = _check_hyper(m, k, tau, tau_label)
+        sort_logits(relaxation)  # refuse an unknown name when the loss is built
+        self.relaxation = relaxation
         if alpha == 0 or not math.isfinite(alpha):
             raise ValueError(f"alpha must be finite and non-zero, got {alpha}")
         self.tau, self.tau_label = float(tau), float(tau_label)
@@ -133,7 +151,7 @@ class ARFLoss(nn.Module):
 
     def forward(self, scores: Tensor, labels: Tensor, mask: Tensor) -> Tensor:
         relax, glob, contributes = _arf_terms(scores, labels, mask, self.m, self.k, self.tau, self.tau_label,
-                                              with_global=True)
+                                              with_global=True, relaxation=self.relaxation)
         alpha = self.alpha.to(dtype=scores.dtype, device=scores.device)
         per_list = relax + glob / (2.0 * alpha**2) + torch.log(alpha.abs())
         if not bool(contributes.any()):
@@ -141,4 +159,5 @@ class ARFLoss(nn.Module):
         return masked_mean_over_lists(per_list, contributes, scores)
 
     def extra_repr(self) -> str:
-        return f"m={self.m}, k={self.k}, tau={self.tau}, tau_label={self.tau_label}"
+        extra = "" if self.relaxation == "neuralsort" else f", relaxation={self.relaxation}"
+        return f"m={self.m}, k={self.k}, tau={self.tau}, tau_label={self.tau_label}{extra}"

@@ -50,6 +50,9 @@ Losses (gain :math:`2^y-1`, discount :math:`1/\log_2(1+j)`):
   :math:`\big(\sum_{j\le k} [\hat P y]_j\, j + (k+1)(\sum_i y_i - \sum_{j \le k} [\hat P y]_j)\big)
   / \sum_i y_i` (ARP with positions capped at ``k + 1``), the same for the hard value.
   The default is ``k=None`` rather than 10 so that the value is the paper's ARP metric.
+* ``relaxation`` (:mod:`bench.losses.relaxations`): the matrix of every node, ``"neuralsort"``
+  (the paper's, the default) or ``"softsort"``, ``"odd_even"``, ``"bitonic"`` (sorting networks,
+  steepness :math:`1/\tau`). With ``depth=1`` it is that matrix's first ``k`` rows.
 * ``straight_through=True``: the forward value is the exact hard metric loss (ranking by
   descending score, ties broken by position as ``bench.metrics.evaluate(ties="stable")``)
   and the gradient is the relaxed loss's: ``hard + (relaxed - relaxed.detach())``.
@@ -75,7 +78,7 @@ from bench.losses._common import (
     masked_mean_over_lists,
     max_dcg,
 )
-from bench.losses.neuralsort import neuralsort
+from bench.losses.relaxations import sort_rows
 
 
 def _branching(width: int, depth: int, branching: Sequence[int] | None) -> tuple[int, ...]:
@@ -113,8 +116,10 @@ def _per_list_branching(lengths: Tensor, depth: int) -> Tensor:
     return base.to(torch.long)
 
 
-def _levels(vals: Tensor, valid: Tensor, kk: int, b: tuple[int, ...], taus: tuple[float, ...]) -> Tensor:
+def _levels(vals: Tensor, valid: Tensor, kk: int, b: tuple[int, ...], taus: tuple[float, ...],
+            relaxation: str = "neuralsort") -> Tensor:
     """The tree of branching ``b`` over compacted lists ``vals [B, W]``: the root's ``[B, kk, W]``."""
+    relaxed = sort_rows(relaxation)
     bsz, width = vals.shape
     leaves = math.prod(b)
     kk = min(kk, width)
@@ -127,7 +132,7 @@ def _levels(vals: Tensor, valid: Tensor, kk: int, b: tuple[int, ...], taus: tupl
         cand = y.reshape(bsz, nodes, b_j * k_prev)
         cand_ok = ok.reshape(bsz, nodes, b_j * k_prev)
         k_j = min(kk, k_prev * b_j)
-        q = neuralsort(cand, cand_ok, tau_j, k_j)  # [B, nodes, k_j, b_j * k_prev]
+        q = relaxed(cand, cand_ok, tau_j, k_j)  # [B, nodes, k_j, b_j * k_prev]
         if level + 1 < len(b):  # values are only needed by the next level
             y = (q @ cand[..., None])[..., 0]
             ok = torch.arange(k_j, device=vals.device) < cand_ok.sum(-1, keepdim=True)
@@ -142,7 +147,8 @@ def _levels(vals: Tensor, valid: Tensor, kk: int, b: tuple[int, ...], taus: tupl
     return p[:, 0, :, :width]  # filler columns are exactly 0
 
 
-def _tree(scores: Tensor, mask: Tensor, k: int | None, tau, depth: int, branching: Sequence[int] | None):
+def _tree(scores: Tensor, mask: Tensor, k: int | None, tau, depth: int, branching: Sequence[int] | None,
+          relaxation: str = "neuralsort"):
     """The tree on each list's compacted real items: ``(P [B, k, W], order [B, W])``.
 
     Column ``c`` of ``P`` is item ``order[:, c]`` of the input (``W`` = longest list). With
@@ -164,26 +170,26 @@ def _tree(scores: Tensor, mask: Tensor, k: int | None, tau, depth: int, branchin
     valid = mask.gather(1, order)
     if branching is not None or depth == 1:  # one tree for the batch (depth 1: one node)
         b = _branching(width, depth, branching)
-        return _levels(vals, valid, kk, b, _temperatures(tau, len(b))), order
+        return _levels(vals, valid, kk, b, _temperatures(tau, len(b)), relaxation), order
     taus = _temperatures(tau, depth)
     per_list = _per_list_branching(lengths, depth)
     groups = torch.unique(per_list)
     if groups.numel() == 1:  # every list has the same tree (e.g. lists of one length)
         fanout = int(groups.item())
         n = min(width, fanout**depth)
-        return _levels(vals[:, :n], valid[:, :n], kk, (fanout,) * depth, taus), order
+        return _levels(vals[:, :n], valid[:, :n], kk, (fanout,) * depth, taus, relaxation), order
     out = torch.zeros(bsz, kk, width, dtype=scores.dtype, device=scores.device)
     for b in groups.tolist():  # one batched tree per distinct branching
         rows = torch.nonzero(per_list == b).flatten()
         w = min(width, b**depth)  # the group's lists are at most b**depth long
-        p = _levels(vals[rows, :w], valid[rows, :w], kk, (b,) * depth, taus)
+        p = _levels(vals[rows, :w], valid[rows, :w], kk, (b,) * depth, taus, relaxation)
         p = torch.nn.functional.pad(p, (0, width - p.shape[2], 0, kk - p.shape[1]))
         out = out.index_copy(0, rows, p)
     return out, order
 
 
 def pirank_topk(scores: Tensor, mask: Tensor, k: int | None = 10, tau=1.0, depth: int = 1,
-                branching: Sequence[int] | None = None) -> Tensor:
+                branching: Sequence[int] | None = None, relaxation: str = "neuralsort") -> Tensor:
     r"""Top-``k`` rows of the relaxed sort matrix from the divide-and-conquer tree, ``[B, k, L]``.
 
     ``k`` is clipped to the longest list (``None`` = all rows); rows beyond a list's length
@@ -196,15 +202,15 @@ def pirank_topk(scores: Tensor, mask: Tensor, k: int | None = 10, tau=1.0, depth
     >>> [round(v, 6) for v in (P @ s[0]).tolist()[0]]
     [0.7, 0.5]
     """
-    p, order = _tree(scores, mask, k, tau, depth, branching)
+    p, order = _tree(scores, mask, k, tau, depth, branching, relaxation)
     bsz, kk, width = p.shape
     out = torch.zeros(bsz, kk, scores.shape[1], dtype=p.dtype, device=p.device)
     return out.scatter(2, order[:, None, :].expand(bsz, kk, width), p)
 
 
-def _relaxed_top(scores: Tensor, values: Tensor, mask: Tensor, k, tau, depth, branching) -> Tensor:
+def _relaxed_top(scores: Tensor, values: Tensor, mask: Tensor, k, tau, depth, branching, relaxation) -> Tensor:
     """``[P_hat values]_j`` for the top rows ``j``, ``[B, k]``, without un-compacting ``P_hat``."""
-    p, order = _tree(scores, mask, k, tau, depth, branching)
+    p, order = _tree(scores, mask, k, tau, depth, branching, relaxation)
     # row vector times P^T: the fast BLAS layout for a batched matrix-vector product
     return torch.bmm(values.gather(1, order)[:, None, :], p.transpose(1, 2))[:, 0, :]
 
@@ -228,7 +234,8 @@ def _combine(relaxed: Tensor, hard: Tensor, straight_through: bool) -> Tensor:
 
 
 def pirank_ndcg(scores: Tensor, labels: Tensor, mask: Tensor, *, k: int | None = 10, tau=5.0, depth: int = 1,
-                branching: Sequence[int] | None = None, straight_through: bool = True) -> Tensor:
+                branching: Sequence[int] | None = None, straight_through: bool = True,
+                relaxation: str = "neuralsort") -> Tensor:
     r"""PiRank-NDCG@k loss :math:`1 - \sum_{j\le k} [\hat P g]_j d_j / \mathrm{maxDCG@k}`.
 
     With ``straight_through`` the value is exactly ``1 - NDCG@k`` (hard sort) and the
@@ -244,7 +251,7 @@ def pirank_ndcg(scores: Tensor, labels: Tensor, mask: Tensor, *, k: int | None =
     k = check_k(k)
     zero = torch.zeros((), dtype=scores.dtype, device=scores.device)
     g = torch.where(mask, gain(labels), zero)
-    top = _relaxed_top(scores, g, mask, k, tau, depth, branching)
+    top = _relaxed_top(scores, g, mask, k, tau, depth, branching, relaxation)
     kk = top.shape[1]
     disc = discounts(kk, like=scores)
     ideal = max_dcg(labels, mask, k)
@@ -256,7 +263,8 @@ def pirank_ndcg(scores: Tensor, labels: Tensor, mask: Tensor, *, k: int | None =
 
 
 def pirank_arp(scores: Tensor, labels: Tensor, mask: Tensor, *, k: int | None = None, tau=5.0, depth: int = 1,
-               branching: Sequence[int] | None = None, straight_through: bool = True) -> Tensor:
+               branching: Sequence[int] | None = None, straight_through: bool = True,
+               relaxation: str = "neuralsort") -> Tensor:
     r"""PiRank-ARP loss (lower is better); positions beyond ``k`` count as ``k + 1``.
 
     ``k=None`` (default): :math:`\sum_{j\le n} [\hat P y]_j\, j / \sum_i y_i`, whose
@@ -273,7 +281,7 @@ def pirank_arp(scores: Tensor, labels: Tensor, mask: Tensor, *, k: int | None = 
     """
     labels = check_inputs(scores, labels, mask)
     k = check_k(k)
-    top = _relaxed_top(scores, labels, mask, k, tau, depth, branching)
+    top = _relaxed_top(scores, labels, mask, k, tau, depth, branching, relaxation)
     kk = top.shape[1]
     pos = torch.arange(1, kk + 1, dtype=scores.dtype, device=scores.device)
     total = labels.sum(-1)  # padded labels are 0

@@ -74,6 +74,10 @@ BUILTIN: dict[str, LossInfo] = dict(
         _entry("softmax", "bench.losses.listwise:softmax"),
         _entry("listmle", "bench.losses.listwise:listmle", stochastic=True),
         _entry("rmse", "bench.losses.listwise:rmse"),
+        _entry("softrank_ndcg", "bench.losses.softrank:softrank_ndcg"),
+        _entry("softrank_spearman", "bench.losses.softrank:softrank_spearman"),
+        _entry("softsort_ndcg", "bench.losses.relaxed_ndcg:softsort_ndcg"),
+        _entry("diffsort_ndcg", "bench.losses.relaxed_ndcg:diffsort_ndcg"),
     ]
 )
 

@@ -40,6 +40,7 @@ import torch
 from bench import losses
 from bench.atomic import write_text
 from bench.errors import UsageError
+from bench.losses.complexity import stated_complexity
 from bench.perf import reference
 from bench.perf.common import (
     PeakMemory,
@@ -177,7 +178,8 @@ def report_losses(args: argparse.Namespace) -> SuiteResult:
                 continue
             ref = reference.REFERENCES.get(name)
             if ref is None:
-                row += ["none (O(n) loss)", "", "", "", "", ""]
+                stated = stated_complexity(name)
+                row += [f"none (O({stated}) loss)" if stated else "none", "", "", "", "", ""]
             else:
                 fn, kind, label = ref
                 b = reference_lists(name, kind, length, args.batch, itemsize, args.ref_budget_mib, args.pair_budget)
@@ -196,7 +198,7 @@ def report_losses(args: argparse.Namespace) -> SuiteResult:
             results[(length, name)] = entry
             rows.append(row)
             print(" | ".join(row), flush=True)
-    targets = loss_targets(results, args.batch)
+    targets = loss_targets(results, args.batch) + gpu_loss_targets(results, args.batch, device)
     table = _render(args, device, dtype, rows, targets, load)
     print(table)
     write_text(args.out, table)
@@ -209,6 +211,20 @@ def _reference_label(label: str, length: int) -> str:
         return label
     product = "row sums by A@11^T (cubic)" if length <= reference.NEURALSORT_CUBIC_MAX else "dense row sums"
     return f"{label}; {product}"
+
+
+#: the GPU goal: NeuralNDCG forward + backward at L = 1000, B = 16 (seconds)
+GPU_NEURALNDCG_GOAL_S = 5e-3
+
+
+def gpu_loss_targets(results: dict[tuple[int, str], dict[str, Any]], batch: int, device: torch.device) -> list[Target]:
+    """On CUDA at ``B = 16``: NeuralNDCG forward + backward at ``L = 1000`` within
+    :data:`GPU_NEURALNDCG_GOAL_S`."""
+    ours = results.get((1000, "neuralndcg"), {}).get("ours")
+    if device.type != "cuda" or batch != 16 or ours is None:
+        return []
+    return [Target("neuralndcg fwd+bwd at L=1000, B=16 on the GPU", f"{1e3 * ours:.2f} ms",
+                   f"<= {1e3 * GPU_NEURALNDCG_GOAL_S:g} ms", ours <= GPU_NEURALNDCG_GOAL_S)]
 
 
 def loss_targets(results: dict[tuple[int, str], dict[str, Any]], batch: int) -> list[Target]:

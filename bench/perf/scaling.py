@@ -43,6 +43,14 @@ alone exceeded ``--max-seconds``.
 
 Slopes: least squares of :math:`\log t` on :math:`\log L` per curve
 (:func:`bench.report.figures.loglog_slope`, the figure's own legend fit).
+
+Stated complexity (issue 35): after its timed steps at each ``L`` every curve's loss is timed
+alone (forward + backward on its model's scores, the least of 3 to 50 calls filling about
+:data:`LOSS_ALONE_SECONDS`; CSV
+``loss_seconds``), and the slope of those times is compared with the slope its stated cost
+(:mod:`bench.losses.complexity`; CSV ``stated``) has over the same ``L``
+(:func:`bench.report.figures.stated_slope`), by the rule of
+:func:`bench.report.figures.slope_verdict`.
 """
 
 from __future__ import annotations
@@ -63,6 +71,7 @@ from bench.config.run import resolve_model
 from bench.data import generate_synthetic
 from bench.errors import UsageError
 from bench.losses._common import discounts, gain
+from bench.losses.complexity import stated_complexity
 from bench.losses.pirank import pirank_ndcg
 from bench.models import build_model
 from bench.perf.common import (
@@ -78,15 +87,22 @@ from bench.perf.common import (
     sync,
     targets_section,
 )
+from bench.report.figures import SLOPE_TOLERANCE, slope_verdict, stated_slope
 from bench.training.device import resolve_device
 
 PAPER_LENGTHS = "125,1000,2197,3375"
 CSV_COLUMNS = ["loss", "variant", "L", "seconds", "peak_mb", "seconds_per_step", "mean_step", "min_step", "steps",
                "steps_timed",
-               "extrapolated", "batch", "n_features", "device", "threads"]
+               "extrapolated", "batch", "n_features", "device", "threads", "loss_seconds", "stated"]
 PIRANK = "pirank_ndcg"
 ROUNDS = 5
 BASELINE = ("listnet", "default")  # O(L) loss: its training step is the MLP's cost
+# the cost our PiRank variants state at k = 1 (the other curves': bench.losses.complexity)
+# the loss alone per (curve, L): about LOSS_ALONE_SECONDS of calls, at least and at most LOSS_ALONE_CALLS; the
+# minimum is kept (on a shared machine other processes only add time; a 1 ms call needs many tries)
+LOSS_ALONE_SECONDS = 0.25
+LOSS_ALONE_CALLS = (3, 50)
+PIRANK_STATED = {"depth1": "n log n", "depth3": "n log n", "depth1-fullmatrix": "n^2"}
 
 
 def loglog_slope(lengths, seconds) -> float:
@@ -110,6 +126,7 @@ class Curve:
     parameters: torch.nn.Module | None = None
     points: list[dict] = field(default_factory=list)
     stopped: str = ""
+    stated: str = ""  # the stated cost of one list, e.g. "n log n" (bench.losses.complexity)
 
 
 def fullmatrix_pirank_ndcg(s: torch.Tensor, y: torch.Tensor, *, k: int = 10, tau: float = 5.0) -> torch.Tensor:
@@ -139,11 +156,14 @@ def build_curves(names: list[str], k: int) -> list[Curve]:
         Curve(PIRANK, "depth3", lambda s, y, m: pirank_ndcg(s, y, m, k=k, depth=3)),
         Curve(PIRANK, "depth1-fullmatrix", lambda s, y, m: fullmatrix_pirank_ndcg(s, y, k=k)),
     ]
+    for curve in curves:
+        curve.stated = PIRANK_STATED[curve.variant]
     for name in names:
         if name == PIRANK:
             continue  # its three variants are already there
         loss = losses.get(name)
-        curves.append(Curve(name, "default", loss, loss if isinstance(loss, torch.nn.Module) else None))
+        curves.append(Curve(name, "default", loss, loss if isinstance(loss, torch.nn.Module) else None,
+                            stated=stated_complexity(name)))
     return curves
 
 
@@ -209,6 +229,29 @@ class _Run:
         if peak is not None:
             self.peak = peak if self.peak is None else max(self.peak, peak)
 
+    def loss_only(self) -> float:
+        """Least forward + backward time of the loss alone on this model's scores of batch 0.
+
+        The loss's own cost, free of the MLP and optimiser every curve shares: the slope the
+        stated complexity is checked against. The first call sizes the number of calls.
+        """
+        X, y, mask = self.batches
+        with torch.no_grad():
+            scores = self.model(X[0], mask)
+
+        def once() -> float:
+            s = scores.detach().clone().requires_grad_(True)
+            sync(self.device)
+            t0 = time.perf_counter()
+            self.curve.fn(s, y[0], mask).backward()
+            sync(self.device)
+            return time.perf_counter() - t0
+
+        first = once()
+        low, high = LOSS_ALONE_CALLS
+        count = min(high, max(low, int(LOSS_ALONE_SECONDS / max(first, 1e-9))))
+        return min([first] + [once() for _ in range(count - 1)])
+
 
 def measure_length(curves: list[Curve], batches, args, device: torch.device) -> list[dict | Exception]:
     """Time every curve at one ``L``: warm-ups first, then :data:`ROUNDS` interleaved rounds.
@@ -231,7 +274,8 @@ def measure_length(curves: list[Curve], batches, args, device: torch.device) -> 
         run.n = min(args.steps, int(args.max_seconds // warm)) if warm > 0 else args.steps
         if run.n < 1:  # one step already over the cap: the warm-up is the only measurement
             out[idx] = {"step": warm, "mean_step": warm, "min_step": warm, "peak": warm_peak, "steps_timed": 0,
-                        "stop": f"the warm-up step alone took {warm:.1f} s > --max-seconds {args.max_seconds:g}"}
+                        "stop": f"the warm-up step alone took {warm:.1f} s > --max-seconds {args.max_seconds:g}",
+                        "loss_only": None}
             continue
         runs[idx] = run
     for rnd in range(1, ROUNDS + 1):
@@ -241,9 +285,15 @@ def measure_length(curves: list[Curve], batches, args, device: torch.device) -> 
             except Exception as exc:
                 out[idx] = exc
                 del runs[idx]
-    for idx, run in runs.items():
+    for idx, run in list(runs.items()):
+        try:
+            alone = run.loss_only()
+        except Exception as exc:
+            out[idx] = exc
+            continue
         out[idx] = {"step": statistics.median(run.times), "mean_step": statistics.fmean(run.times),
-                    "min_step": min(run.times), "peak": run.peak, "steps_timed": len(run.times), "stop": ""}
+                    "min_step": min(run.times), "peak": run.peak, "steps_timed": len(run.times), "stop": "",
+                    "loss_only": alone}
     return out  # type: ignore[return-value]
 
 
@@ -296,7 +346,8 @@ def report_scaling(args: argparse.Namespace) -> SuiteResult:
                      "seconds_per_step": m["step"], "mean_step": m["mean_step"], "min_step": m["min_step"],
                      "steps": args.steps, "steps_timed": m["steps_timed"],
                      "extrapolated": m["steps_timed"] < args.steps, "batch": args.batch,
-                     "n_features": args.n_features, "device": str(device), "threads": torch.get_num_threads()}
+                     "n_features": args.n_features, "device": str(device), "threads": torch.get_num_threads(),
+                     "loss_seconds": m["loss_only"], "stated": curve.stated}
             curve.points.append(point)
             if m["stop"]:
                 curve.stopped = f"not measured beyond L={length}: {m['stop']}"
@@ -353,7 +404,8 @@ def scaling_targets(curves: list[Curve]) -> list[Target]:
 
 
 def _render(args, device, curves, slopes, targets, load: str, wall: float) -> str:
-    cols = ["loss", "variant", "L", f"seconds ({args.steps} steps)", "s / step", "peak MB", "steps timed", "note"]
+    cols = ["loss", "variant", "L", f"seconds ({args.steps} steps)", "s / step", "peak MB", "steps timed",
+            "loss alone s / call", "note"]
     rows = []
     for c in curves:
         for p in c.points:
@@ -361,16 +413,17 @@ def _render(args, device, curves, slopes, targets, load: str, wall: float) -> st
             if p["steps_timed"] == 0:
                 note = "extrapolated from the warm-up step"
             rows.append([c.loss, c.variant, str(p["L"]), fmt(p["seconds"]), fmt(p["seconds_per_step"]),
-                         fmt(p["peak_mb"]), str(p["steps_timed"]), note])
+                         fmt(p["peak_mb"]), str(p["steps_timed"]), fmt(p["loss_seconds"]), note])
         if c.stopped:
-            rows.append([c.loss, c.variant, "-", "", "", "", "", c.stopped])
+            rows.append([c.loss, c.variant, "-", "", "", "", "", "", c.stopped])
     paper = {"depth1": "2 (O(L^2))", "depth3": "4/3 (O(L^(4/3)))", "depth1-fullmatrix": "2 (O(L^2))"}
     excess = excess_slopes(curves)
-    slope_rows = []
+    slope_rows, stated_rows = [], []
     for c in curves:
         ts, ms = slopes[(c.loss, c.variant)]
         slope_rows.append([c.loss, c.variant, fmt(ts, 3), fmt(ms, 3), fmt(excess.get((c.loss, c.variant)), 3),
                            str(len(c.points)), paper.get(c.variant, "") if c.loss == PIRANK else ""])
+        stated_rows.append(complexity_row(c))
     reading = _reading(curves, slopes, excess)
     lines = [
         "# Scaling: training-step wall-clock vs list size (PiRank Fig. 7)",
@@ -401,11 +454,35 @@ def _render(args, device, curves, slopes, targets, load: str, wall: float) -> st
         "MLP + Adam cost at each L and fits what remains, i.e. the loss's own cost; n/a where the curve is not "
         f"above {BASELINE[0]} at two or more L, or without a {BASELINE[0]} curve.",
         "",
+        "## Measured exponent vs stated complexity (the loss alone)",
+        "",
+        md_table(["loss", "variant", "stated cost per list", "expected slope over these L", "loss-alone time slope",
+                  "verdict"], stated_rows),
+        "",
+        f"Each curve's loss is also timed alone (forward + backward on its model's scores of one batch after the "
+        f"steps; the least of {LOSS_ALONE_CALLS[0]} to {LOSS_ALONE_CALLS[1]} calls filling about "
+        f"{LOSS_ALONE_SECONDS:g} s), free of the MLP and Adam cost that dilutes the whole-step slopes. The "
+        f"expected slope is the least-squares log-log slope of the stated form itself over the measured L (so "
+        f"n log n is about 1.2, not 1). The rule: `matches` when the measured slope is within "
+        f"{SLOPE_TOLERANCE:g} of the expected one (half the gap between n and n^1.5: it tells n^2 from n log n, "
+        f"but not n from n log n); `below` means a fixed per-call cost (kernel launches, Python, a host copy) "
+        f"still dominates at these L; `above` means the implementation grows faster than stated.",
+        "",
         "## Reading the slopes",
         "",
         *reading,
     ]
     return "\n".join(lines + targets_section(targets)) + "\n"
+
+
+def complexity_row(curve: Curve) -> list[str]:
+    """``[loss, variant, stated, expected slope, measured loss-alone slope, verdict]`` of one curve."""
+    pts = [p for p in curve.points if p.get("loss_seconds")]
+    lengths = [p["L"] for p in pts]
+    measured = loglog_slope(lengths, [p["loss_seconds"] for p in pts])
+    expected = stated_slope(curve.stated, lengths) if curve.stated and len(lengths) >= 2 else float("nan")
+    verdict = slope_verdict(measured, expected) if curve.stated else "no stated cost"
+    return [curve.loss, curve.variant, curve.stated or "-", fmt(expected, 3), fmt(measured, 3), verdict]
 
 
 def excess_slopes(curves: list[Curve]) -> dict[tuple[str, str], float]:

@@ -75,6 +75,9 @@ from bench.training.device import autocast, deterministic, resolve_device, torch
 
 HIDDEN = (256, 256, 128, 64)
 KINDS = ("equal", "mslr-like")
+#: the GPU goal's epoch: MSLR-WEB30K Fold1's training queries (the mslr-like preset's train split)
+MSLR_TRAIN_QUERIES = 18_919
+GPU_EPOCH_GOAL_S = 2.0
 PRECISIONS = ("fp32", "bf16")
 WARMUP_STEPS = 2
 VALUE_BATCHES = 4
@@ -297,7 +300,7 @@ def cpu_flags_line() -> str:
             f"{torch.backends.cpu.get_cpu_capability()}")
 
 
-def _parse(args: argparse.Namespace) -> tuple[list[str], list[str], tuple[int, ...]]:
+def _parse(args: argparse.Namespace) -> tuple[list[str], list[str], tuple[int, ...], list[str]]:
     if min(args.queries, args.rounds, args.batch, args.list_size, args.vali_queries) < 1 or args.trees < 0:
         raise UsageError("--queries, --rounds, --batch, --list-size and --vali-queries must be >= 1, --trees >= 0")
     names = [n.strip() for n in args.losses.split(",") if n.strip()]
@@ -315,28 +318,33 @@ def _parse(args: argparse.Namespace) -> tuple[list[str], list[str], tuple[int, .
         raise UsageError(f"--hidden: comma-separated widths, got {args.hidden!r}") from exc
     if not hidden or min(hidden) < 1:
         raise UsageError(f"--hidden: comma-separated widths >= 1, got {args.hidden!r}")
-    return names, precisions, hidden
+    kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
+    if not kinds or set(kinds) - set(KINDS):
+        raise UsageError(f"--kinds: one or more of {', '.join(KINDS)}, got {args.kinds!r}")
+    if args.trees and "mslr-like" not in kinds:
+        raise UsageError("--trees > 0 times GBDT on the mslr-like lists: add mslr-like to --kinds or pass --trees 0")
+    return names, precisions, hidden, kinds
 
 
 def report_train(args: argparse.Namespace) -> SuiteResult:
     device = resolve_device(args.device, on_missing_cuda=None)
-    names, precisions, hidden = _parse(args)
+    names, precisions, hidden, kinds = _parse(args)
     load = loadavg()
     with torch_threads(args.threads or None), deterministic(device):
         t0 = time.perf_counter()
-        folds = {k: kind_fold(k, args.queries, args.vali_queries, args.list_size) for k in KINDS}
+        folds = {k: kind_fold(k, args.queries, args.vali_queries, args.list_size) for k in kinds}
         t_gen = time.perf_counter() - t0
         cases = {(k, n, p): Case(folds[k], k, n, p, hidden=hidden, batch=args.batch, list_size=args.list_size,
                                  device=device)
-                 for k in KINDS for n in names for p in precisions}
-        diffs = {(k, n): loss_difference(cases[k, n, "fp32"]) for k in KINDS for n in names} \
+                 for k in kinds for n in names for p in precisions}
+        diffs = {(k, n): loss_difference(cases[k, n, "fp32"]) for k in kinds for n in names} \
             if "bf16" in precisions else {}
         measure(list(cases.values()), args.rounds)
         ndcg = {key: c.vali_ndcg() for key, c in cases.items()} if "bf16" in precisions else {}
         threads = torch.get_num_threads()
         gbdt = bench_gbdt(folds["mslr-like"].splits["train"], args.trees, args.threads) if args.trees else {}
     targets, rows = [], []
-    for k in KINDS:
+    for k in kinds:
         for n in names:
             c = cases[k, n, "fp32"]
             ratio = c.ratio()
@@ -346,7 +354,7 @@ def report_train(args: argparse.Namespace) -> SuiteResult:
                                   f">= {TRAINER_GOAL}x", ratio >= TRAINER_GOAL))
     bf16_rows, gains = [], []
     if "bf16" in precisions:
-        for k in KINDS:
+        for k in kinds:
             for n in names:
                 c32, c16 = cases[k, n, "fp32"], cases[k, n, "bf16"]
                 gain = c16.docs_per_s("trainer") / c32.docs_per_s("trainer")
@@ -361,6 +369,7 @@ def report_train(args: argparse.Namespace) -> SuiteResult:
             best = max(gains)
             targets.append(Target("bfloat16 autocast on the CPU, trainer docs/s vs float32 (best case)",
                                    f"{best:.2f}x", f">= {BF16_GOAL}x to offer it", best >= BF16_GOAL))
+    targets += gpu_epoch_targets(cases, device, args.queries)
     for t in targets:
         print(t.line(), flush=True)
     any_case = next(iter(cases.values()))
@@ -370,8 +379,8 @@ def report_train(args: argparse.Namespace) -> SuiteResult:
         "",
         f"- generated {now_utc()} by `ltr-bench perf train --queries {args.queries} --vali-queries "
         f"{args.vali_queries} --rounds {args.rounds} --batch {args.batch} --list-size {args.list_size} --hidden "
-        f"{','.join(map(str, hidden))} --losses {','.join(names)} --precisions {','.join(precisions)} --trees "
-        f"{args.trees} --threads {args.threads}`",
+        f"{','.join(map(str, hidden))} --losses {','.join(names)} --precisions {','.join(precisions)} --kinds "
+        f"{','.join(kinds)} --trees {args.trees} --threads {args.threads}` on {device.type}",
         f"- {machine_line(device)}; load average at start {load}, at end {loadavg()} (1/5/15 min)",
         f"- {cpu_flags_line()}",
         f"- data: generate_synthetic(preset='mslr-like'), {args.queries} training queries per list kind, 136 "
@@ -417,6 +426,19 @@ def report_train(args: argparse.Namespace) -> SuiteResult:
     return SuiteResult("train", text, targets, 0, [Path(args.out)])
 
 
+def gpu_epoch_targets(cases: dict[tuple[str, str, str], Any], device: torch.device, queries: int) -> list[Target]:
+    """The GPU goal: one float32 trainer pass (= one epoch) of RankNet on an MSLR-sized
+    mslr-like training split within :data:`GPU_EPOCH_GOAL_S` seconds (CUDA runs of at least
+    :data:`MSLR_TRAIN_QUERIES` queries only)."""
+    case = cases.get(("mslr-like", "ranknet", "fp32"))
+    if device.type != "cuda" or case is None or queries < MSLR_TRAIN_QUERIES:
+        return []
+    seconds = case.docs / case.docs_per_s("trainer")
+    return [Target(f"one MLP + RankNet epoch of the MSLR-sized mslr-like fold ({queries:,} queries, float32) on the GPU",
+                   f"{seconds:.2f} s ({case.docs_per_s('trainer'):,.0f} docs/s)", f"<= {GPU_EPOCH_GOAL_S:g} s",
+                   seconds <= GPU_EPOCH_GOAL_S)]
+
+
 def add_train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", choices=["cpu", "cuda", "auto"], default="auto")
     p.add_argument("--queries", type=int, default=512, help="training queries per list kind (one pass = one epoch)")
@@ -427,10 +449,12 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hidden", default=",".join(map(str, HIDDEN)), help="MLP hidden widths")
     p.add_argument("--losses", default="ranknet,neuralndcg,approxndcg")
     p.add_argument("--precisions", default="fp32,bf16", help="fp32, or fp32,bf16 (bfloat16 autocast of the MLP)")
+    p.add_argument("--kinds", default=",".join(KINDS), help="list kinds to time: equal, mslr-like or both")
     p.add_argument("--trees", type=int, default=50, help="GBDT rounds (0: skip GBDT)")
     p.add_argument("--threads", type=int, default=0, help="torch/LightGBM/XGBoost threads (0: torch's current)")
     p.add_argument("--out", type=Path, default=Path("reports/perf/train.md"))
 
 
-__all__ = ["Case", "add_train_arguments", "bench_gbdt", "cpu_flags_line", "kind_fold", "loss_difference", "make_fit",
+__all__ = ["Case", "add_train_arguments", "bench_gbdt", "cpu_flags_line", "gpu_epoch_targets", "kind_fold",
+           "loss_difference", "make_fit",
            "measure", "mslr_like_split", "report_train", "run_config"]

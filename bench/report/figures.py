@@ -6,7 +6,9 @@ function returning a ``matplotlib.figure.Figure``; :func:`save` writes PNG and P
 - ``scaling_figure`` (PiRank Fig. 7): wall-clock and peak memory vs training list size on
   log-log axes. Each curve's legend entry carries its fitted slope ``b`` of
   ``log(seconds) = a + b log(L)`` (least squares over the measured points), the empirical
-  exponent of ``seconds ~ L^b`` (paper: ``b = 2`` for depth 1, ``4/3`` for depth 3).
+  exponent of ``seconds ~ L^b`` (paper: ``b = 2`` for depth 1, ``4/3`` for depth 3). A third
+  panel times each loss alone and says whether its slope matches the loss's stated cost
+  (:func:`stated_slope`, :func:`slope_verdict`).
 - ``temperature_figure`` (PiRank Figs. 5, 8-12): per-epoch validation NDCG@k and training
   loss for each temperature, averaged over seeds, plus ``1 - training loss`` beside the
   validation NDCG@10.
@@ -79,6 +81,44 @@ def loglog_slope(x: Iterable[float], y: Iterable[float]) -> float:
     return float(np.polyfit(np.log(x[ok]), np.log(y[ok]), 1)[0])
 
 
+#: stated cost forms -> (power of n, power of log n); a curve's expected log-log slope over its
+#: measured L is the least-squares slope of log(n^a log^b n), so "n log n" over 64..1000 is ~1.19
+COMPLEXITY_FORMS: dict[str, tuple[int, int]] = {
+    "n": (1, 0), "n log n": (1, 1), "n log^2 n": (1, 2), "n^2": (2, 0), "n^3": (3, 0),
+}
+#: |measured - expected| within this is "matches". Half the gap between n and n^1.5: it separates
+#: n^2 from n log n at every range, but n from n log n (0.1 to 0.2 apart here) not at all.
+SLOPE_TOLERANCE = 0.25
+
+
+def stated_slope(stated: str, lengths: Iterable[float]) -> float:
+    """The log-log slope the stated cost form has over ``lengths`` (NaN for an unknown form).
+
+    >>> round(stated_slope("n log n", [64, 216, 512, 1000]), 3), round(stated_slope("n^2", [10, 100]), 9)
+    (1.185, 2.0)
+    """
+    if stated not in COMPLEXITY_FORMS:
+        return float("nan")
+    power, logs = COMPLEXITY_FORMS[stated]
+    x = np.asarray(list(lengths), dtype=float)
+    return loglog_slope(x, x**power * np.log(x) ** logs)
+
+
+def slope_verdict(measured: float, expected: float) -> str:
+    """``matches``, ``below`` or ``above`` (the rule: :data:`SLOPE_TOLERANCE`); ``n/a`` if either is NaN.
+
+    Below usually means a fixed per-call cost (kernel launches, Python) still dominates at these L.
+
+    >>> slope_verdict(1.05, 1.18), slope_verdict(1.9, 1.18), slope_verdict(float("nan"), 2.0)
+    ('matches', 'above', 'n/a')
+    """
+    if not (np.isfinite(measured) and np.isfinite(expected)):
+        return "n/a"
+    if abs(measured - expected) <= SLOPE_TOLERANCE:
+        return "matches"
+    return "below" if measured < expected else "above"
+
+
 def _curve_label(loss: str, variant: Any) -> str:
     variant = "" if variant is None or (isinstance(variant, float) and np.isnan(variant)) else str(variant)
     return f"{loss} ({variant})" if variant and variant != "default" else str(loss)
@@ -92,16 +132,28 @@ def scaling_data(frame: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (loss, variant), grp in frame.groupby(["loss", "variant"], sort=False, dropna=False):
         grp = grp.sort_values("L")
-        rows.append({"loss": loss, "variant": variant, "label": _curve_label(loss, variant),
-                     "time_slope": loglog_slope(grp.L, grp.seconds), "mem_slope": loglog_slope(grp.L, grp.peak_mb),
-                     "points": len(grp)})
+        row = {"loss": loss, "variant": variant, "label": _curve_label(loss, variant),
+               "time_slope": loglog_slope(grp.L, grp.seconds), "mem_slope": loglog_slope(grp.L, grp.peak_mb),
+               "points": len(grp)}
+        if "loss_seconds" in grp:  # the loss timed alone, and its stated cost (CSVs since issue 35)
+            alone = grp[grp.loss_seconds.notna() & (grp.loss_seconds > 0)]
+            stated = str(grp.stated.iloc[0]) if "stated" in grp and grp.stated.notna().any() else ""
+            row["loss_slope"] = loglog_slope(alone.L, alone.loss_seconds)
+            row["stated"] = stated
+            row["expected_slope"] = stated_slope(stated, alone.L) if len(alone) >= 2 else float("nan")
+            row["verdict"] = slope_verdict(row["loss_slope"], row["expected_slope"]) if stated else "no stated cost"
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
 def scaling_figure(frame: pd.DataFrame, steps: int | None = None, batch_lists: int | None = None):
-    """Two log-log panels: seconds vs L and peak memory vs L, slopes in the legends."""
+    """Log-log panels: seconds vs L and peak memory vs L, slopes in the legends; with the CSV's
+    ``loss_seconds`` a third panel, the loss alone, each legend entry saying whether its slope
+    matches the stated cost (:func:`slope_verdict`)."""
     slopes = scaling_data(frame)
-    fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(12, 4.8))
+    alone = "loss_slope" in slopes
+    fig, axes = plt.subplots(1, 3 if alone else 2, figsize=(18 if alone else 12, 4.8))
+    ax_t, ax_m = axes[0], axes[1]
     cmap = plt.get_cmap("tab10")
     for i, row in enumerate(slopes.itertuples()):
         grp = frame[(frame.loss == row.loss) & (frame.variant.fillna("") == ("" if pd.isna(row.variant) else row.variant))]
@@ -109,11 +161,17 @@ def scaling_figure(frame: pd.DataFrame, steps: int | None = None, batch_lists: i
         style = {"color": cmap(i % 10), "marker": "o", "linewidth": 2 if "pirank" in str(row.loss) else 1.2}
         ax_t.plot(grp.L, grp.seconds, label=f"{row.label}: slope {row.time_slope:.2f}", **style)
         ax_m.plot(grp.L, grp.peak_mb, label=f"{row.label}: slope {row.mem_slope:.2f}", **style)
+        if alone:
+            stated = f"; {row.stated} -> {row.expected_slope:.2f}: {row.verdict}" if row.stated else ""
+            axes[2].plot(grp.L, grp.loss_seconds, label=f"{row.label}: slope {row.loss_slope:.2f}{stated}", **style)
     what = f"{steps} training steps" if steps else "the timed steps"
     if batch_lists:
         what += f" of {batch_lists} lists"
     sizes = sorted(frame.L.unique())
-    for ax, ylabel in ((ax_t, f"wall-clock of {what} (s)"), (ax_m, "peak memory (MB)")):
+    panels = [(ax_t, f"wall-clock of {what} (s)"), (ax_m, "peak memory (MB)")]
+    if alone:
+        panels.append((axes[2], "loss alone: forward + backward per call (s)"))
+    for ax, ylabel in panels:
         ax.set_xscale("log")
         ax.set_yscale("log")
         # plain numbers at the measured L (log axes otherwise print overlapping 3x10^1 labels)
@@ -128,6 +186,9 @@ def scaling_figure(frame: pd.DataFrame, steps: int | None = None, batch_lists: i
         ax.legend(fontsize=7, loc="upper left")
     ax_t.set_title("Time vs list size (log-log; paper: depth 1 ~ L^2, depth 3 ~ L^(4/3))", fontsize=9)
     ax_m.set_title("Peak memory vs list size (log-log)", fontsize=9)
+    if alone:
+        axes[2].set_title(f"Loss alone; legend: measured slope; stated cost -> its slope here: verdict "
+                          f"(within {SLOPE_TOLERANCE:g})", fontsize=9)
     fig.tight_layout()
     return fig
 

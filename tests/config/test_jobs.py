@@ -62,7 +62,9 @@ def test_paper_profile_counts_of_the_issue():
     # + 72: the recall heatmaps' models per (m, k), 12 per dataset not in the ARF table, x 2 x 3 seeds
     # + 162 for ARF Tables 6-8 (3 losses x 9 temperatures x 2 datasets x 3 seeds) and 2 for PiRank
     # Fig. 13 (the annealed and tau = 1e12 runs; Fig. 5's four runs are shared), issue 26
-    assert (got["train"], got["gbdt"], got["linear"], got["prepare"]) == (2917 + 72 + 162 + 2, 359, 45, 54)
+    # + 936 for the unified table's six rows of issue 35 (soft rank x 2, SoftSort, DiffSort, PiRank and ARF
+    # with SoftSort) x 52 dataset folds x 3 seeds
+    assert (got["train"], got["gbdt"], got["linear"], got["prepare"]) == (2917 + 72 + 162 + 2 + 936, 359, 45, 54)
     assert (got["computed_table"], got["toy_sort"], got["coverage"]) == (3, 1, 1)
 
 

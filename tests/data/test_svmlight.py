@@ -228,7 +228,7 @@ def test_jit_falls_back_when_cache_cannot_be_written(tmp_path):
     """A function numba cannot cache (no source file) still compiles, with a warning."""
     code = (
         "import warnings\n"
-        "from bench.data._jit import njit\n"
+        "from bench.jit import njit\n"
         "src = 'def f(x):\\n    return x + 1\\n'\n"
         "ns = {}\n"
         "exec(compile(src, '<generated>', 'exec'), ns)\n"

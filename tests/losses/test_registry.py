@@ -13,7 +13,7 @@ from bench.losses import registry
 TEAM_NAMES = [
     "pirank_ndcg", "pirank_arp", "neuralndcg", "neuralndcg_transposed", "sinkprop", "arf", "arf_relax",
     "approxndcg", "lambdaloss", "lambda_recall", "lambda_opa", "ranknet", "listnet", "neuralsort_ce",
-    "softmax", "listmle", "rmse",
+    "softmax", "listmle", "rmse", "softrank_ndcg", "softrank_spearman", "softsort_ndcg", "diffsort_ndcg",
 ]  # fmt: skip
 
 S = torch.tensor([[0.5, -0.2, 1.0]])
@@ -167,3 +167,12 @@ def test_runtime_registration(monkeypatch):
     assert losses.get("listnet_alias") is listnet
     with pytest.raises(ValueError, match="built-in"):
         losses.register("ranknet", listnet)
+
+
+def test_every_registered_loss_states_a_cost_the_scaling_figure_reads():
+    """bench.losses.complexity has one entry per registered loss, each a form the figure's rule reads."""
+    from bench.losses.complexity import STATED_COMPLEXITY
+    from bench.report.figures import COMPLEXITY_FORMS
+
+    assert set(STATED_COMPLEXITY) == set(registry.BUILTIN)  # (losses.names() also has what tests register)
+    assert set(STATED_COMPLEXITY.values()) <= set(COMPLEXITY_FORMS)

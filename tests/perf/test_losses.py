@@ -13,6 +13,7 @@ import pytest
 
 from bench import losses
 from bench.cli import main
+from bench.losses.complexity import stated_complexity
 from bench.perf import losses as perf
 from bench.perf import reference as perf_reference
 from bench.perf.suites import SUITES
@@ -40,7 +41,7 @@ def test_perf_losses_writes_a_well_formed_table(tmp_path, capsys):
         if r[1] in perf_reference.REFERENCES:
             assert r[5] == "2" and r[8].endswith("x") and float(r[9]) < 1e-9, r
         else:
-            assert r[4] == "none (O(n) loss)"
+            assert r[4] == f"none (O({stated_complexity(r[1])}) loss)"  # the stated cost, e.g. O(n log n)
     assert not list(out.parent.glob(".*.tmp"))  # atomic write left no temporary behind
 
 

@@ -69,6 +69,13 @@ def test_scaling_csv_has_the_figure_columns_and_pirank_variants(quick_all):
     main_table, slope_table = md_tables(md)[:2]
     assert len(main_table) == 2 + 10 and len(slope_table) == 2 + 5
     assert slope_table[0][4] == "time slope of the excess over listnet"
+    stated_table = md_tables(md)[2]  # one row per curve: its stated cost, expected and measured slope, verdict
+    assert stated_table[0] == ["loss", "variant", "stated cost per list", "expected slope over these L",
+                               "loss-alone time slope", "verdict"]
+    by_curve = {(r[0], r[1]): r for r in stated_table[2:]}
+    assert by_curve[("ranknet", "default")][2] == "n^2" and by_curve[("listnet", "default")][2] == "n"
+    assert all(r[5] in ("matches", "below", "above") for r in stated_table[2:])
+    assert (frame.loss_seconds > 0).all() and set(frame.stated) == {"n log n", "n^2", "n"}
     assert "near-linear" in md and "full-matrix" in md
 
 
@@ -182,7 +189,7 @@ def test_perf_all_cuda_without_cuda_is_a_clear_error(tmp_path, capsys, monkeypat
 
 
 def test_every_suite_is_registered():
-    assert set(SUITES) == {"losses", "kernels", "scaling", "train", "parse", "metrics", "study", "scale", "all"}
+    assert set(SUITES) == {"losses", "kernels", "scaling", "train", "parse", "metrics", "study", "scale", "gbdt-devices", "all"}
     assert not math.isnan(perf_scaling.loglog_slope([1, 2], [1, 2]))
 
 

@@ -53,6 +53,31 @@ def test_scaling_figure_prints_fitted_slopes_and_writes_png_pdf(tmp_path):
         F.scaling_data(frame.drop(columns=["peak_mb"]))
 
 
+def test_scaling_figure_checks_each_loss_alone_against_its_stated_cost():
+    """Constructed loss-alone times: n log n exactly (matches), n^2 stated n log n (above), flat (below)."""
+    L = np.array([64, 216, 512, 1000], dtype=float)
+    frame = pd.DataFrame(
+        {
+            "loss": ["softrank_ndcg"] * 4 + ["slow"] * 4 + ["overhead"] * 4,
+            "variant": "default",
+            "L": np.concatenate([L, L, L]),
+            "seconds": np.concatenate([1e-3 * L, 1e-3 * L, 1e-3 * L]),
+            "peak_mb": np.concatenate([L, L, L]),
+            "loss_seconds": np.concatenate([1e-6 * L * np.log(L), 1e-7 * L**2, 1e-3 + 0 * L]),
+            "stated": ["n log n"] * 8 + ["n"] * 4,
+        }
+    )
+    data = F.scaling_data(frame)
+    expected = F.stated_slope("n log n", L)
+    assert data.expected_slope.iloc[0] == pytest.approx(expected) and abs(expected - 1.185) < 1e-3
+    assert data.loss_slope.iloc[0] == pytest.approx(expected, abs=1e-12)
+    assert data.verdict.tolist() == ["matches", "above", "below"]
+    fig = F.scaling_figure(frame, steps=5, batch_lists=4)
+    assert len(fig.axes) == 3
+    assert "softrank_ndcg: slope 1.19; n log n -> 1.19: matches" in _legend_texts(fig)
+    assert "loss alone" in fig.axes[2].get_ylabel()
+
+
 def test_listsize_relative_change_over_smallest_training_size():
     stats = pd.DataFrame(
         {

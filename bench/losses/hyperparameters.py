@@ -150,12 +150,14 @@ def find_module_file(module: str, path: Sequence[str]) -> Path:
     where: Sequence[str] | None = path
     spec = None
     for i in range(len(parts)):
-        name = ".".join(parts[: i + 1])
+        name, parent = ".".join(parts[: i + 1]), ".".join(parts[:i])
         spec = importlib.machinery.PathFinder.find_spec(name, list(where or []))
-        if spec is None and i == 0 and name in sys.modules:  # already imported (e.g. via an editable finder)
-            spec = sys.modules[name].__spec__
-        if spec is None and i == 0:
-            spec = importlib.util.find_spec(name)  # top level only: consults the finders, imports nothing
+        if spec is None and (i == 0 or parent in sys.modules):
+            # what the import system finds beyond plain folders (an editable install's finder, which
+            # also serves the submodules of a namespace folder of the same name in the working
+            # directory); this imports nothing new: nothing for a top-level name, else the parent,
+            # which is imported already
+            spec = importlib.util.find_spec(name)
         if spec is None:
             raise LossNotFound("module", f"module '{module}' not found (no '{name}' on the search path: the "
                                          "working directory, PYTHONPATH, then the installed packages)")

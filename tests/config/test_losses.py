@@ -143,3 +143,15 @@ def test_a_dry_run_refuses_each_bad_loss_before_any_job(tmp_path, entry, key):
     assert proc.returncode != 0
     assert f"config key '{key}' (method 'oops')" in text
     assert "Job stats" not in text and "rule train" not in text  # no DAG, no job
+
+
+def test_builtin_losses_resolve_beside_a_namespace_folder_of_the_same_name(tmp_path, monkeypatch):
+    """A workflow copy holds bench/report/paper_numbers.yaml but no package: the folder is a
+    namespace portion of `bench` ahead of the installed package, whose finder still serves its
+    modules to the jobs; the static reading must find them the same way."""
+    (tmp_path / "bench" / "report").mkdir(parents=True)
+    (tmp_path / "bench" / "report" / "paper_numbers.yaml").write_text("{}\n")
+    monkeypatch.chdir(tmp_path)
+    check_losses(_methods(mine=("ranknet", {"sigma": 2.0})))
+    with pytest.raises(ConfigError, match="'methods.mine.params.sigam'"):
+        check_losses(_methods(mine=("ranknet", {"sigam": 2.0})))

@@ -24,12 +24,13 @@ STAGES: dict[str, tuple[str, ...]] = {
     "bench.data.cli": ("datasets", "fetch", "prepare", "synthetic"),
     "bench.training.cli": run_rules(),  # one command per rule of the run kinds (bench.config.kinds)
     "bench.evaluate": ("evaluate", "export-scores"),
+    "bench.selection": ("select",),
     "bench.curves": ("loss-curves", "toy-sort"),
     "bench.stats": ("stats",),
-    "bench.report.cli": ("table", "figure", "compare-table", "computed-table", "coverage"),
+    "bench.report.cli": ("table", "figure", "compare-table", "computed-table", "coverage", "selection-table"),
     "bench.frozen": ("freeze", "check-frozen", "check-reproduced"),
     "bench.perf.cli": ("perf",),
-    "bench.costs.cli": ("plan", "status"),
+    "bench.costs.cli": ("plan", "status", "plan-check"),
 }
 JOB_SERVER = "job-server"  # served by this module itself (bench.jobserver runs run_command)
 

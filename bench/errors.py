@@ -69,6 +69,12 @@ class TransferInterrupted(DownloadError):
     """The transfer broke off; the ``.part`` file is kept for a resume."""
 
 
+class HostUnreachable(DownloadError):
+    """No answer from the download host (its name does not resolve, the connection is refused,
+    or it stays silent past the timeout): no byte arrived; the message names ``--url`` and the
+    exact path for an archive placed by hand."""
+
+
 class ManualDownloadRequired(DownloadError):
     """A manual-only archive is missing; the message names the file, place and source."""
 

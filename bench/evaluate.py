@@ -37,9 +37,18 @@ import numpy as np
 import pandas as pd
 
 from bench.choices import CONVENTIONS, EMPTY_QUERY_CHOICES, TIES_CHOICES
+from bench.config.selection import keep_chosen
 from bench.data.sublists import seeded_sublists
 from bench.errors import IntegrityError, UsageError
-from bench.results import CONVENTION_COLUMN, SCORES_FILE, dataset_key, read_run_info, read_scores, write_frame
+from bench.results import (
+    CONVENTION_COLUMN,
+    SCORES_FILE,
+    dataset_key,
+    read_record,
+    read_run_info,
+    read_scores,
+    write_frame,
+)
 
 # the prepared files an evaluation reads (and so checks against the fold's digests.json)
 TEST_ARRAYS = ("test/labels", "test/qids", "test/offsets")
@@ -164,6 +173,7 @@ def _cli(args) -> int:
     if not isinstance(runs, list) or not all(isinstance(r, dict) and {"method", "seed", "dir"} <= set(r) for r in runs):
         raise UsageError('--runs: expected a JSON list of {"method": ..., "seed": ..., "dir": ...}')
     try:
+        runs = keep_chosen(runs, [read_record(path) for path in args.selection])  # selected on validation
         frame = evaluate_runs(args.prepared, runs, args.metrics, dataset=args.dataset, fold=args.fold,
                               list_sizes=args.list_sizes, empty_query=args.empty_query, ties=args.ties,
                               convention=args.convention)
@@ -190,6 +200,9 @@ def register_cli(subparsers) -> None:
     p.add_argument("--convention", default="default", choices=CONVENTIONS,
                    help="evaluation convention (bench.metrics; letor3/letor4 = the official Eval-Score-3.0.pl / "
                         "Eval-Score-4.0.pl, tfranking = TF-Ranking's metrics, allrank = allRank's)")
+    p.add_argument("--selection", nargs="*", default=[],
+                   help="selection records (ltr-bench select): of a method selected on validation, only the "
+                        "runs of its chosen grid point are evaluated")
     p.add_argument("--out", required=True, help="output parquet")
     p.set_defaults(func=_cli)
     e = subparsers.add_parser(

@@ -253,7 +253,8 @@ def _recv_request(conn: socket.socket) -> tuple[dict, list[int]]:
 
 
 def _finish(pidfd: int, jobs: dict, log: Callable[[str], None]) -> None:
-    """Reap a finished job, log its exit status, wall time and peak resident size, answer its client.
+    """Reap a finished job, log its exit status, wall time, peak resident size and CPU seconds
+    (every thread of the job's process, user + system), answer its client.
 
     The peak (``ru_maxrss`` of the job's process) is the job's own, which Snakemake's
     ``benchmark:`` files cannot see (they measure the client); ``ltr-bench status`` and the
@@ -265,7 +266,8 @@ def _finish(pidfd: int, jobs: dict, log: Callable[[str], None]) -> None:
     code = os.waitstatus_to_exitcode(status)
     code = 128 - code if code < 0 else code  # killed by signal N: 128 + N, as a shell reports it
     wall = time.monotonic() - _STARTED.pop(pid, time.monotonic())
-    log(f"job server: pid {pid}: exit {code}, {wall:.1f} s, peak {usage.ru_maxrss / 1024:.0f} MB")
+    cpu = usage.ru_utime + usage.ru_stime
+    log(f"job server: pid {pid}: exit {code}, {wall:.1f} s, peak {usage.ru_maxrss / 1024:.0f} MB, cpu {cpu:.1f} s")
     with contextlib.suppress(OSError):
         conn.sendall(_STATUS.pack(code))
     conn.close()

@@ -33,6 +33,13 @@ implementation) and there is no positional encoding: the score of an item depend
 set of items in its list, not on their order. ``output_activation: tanh`` applies
 ``tanh`` to the scores (the NeuralNDCG paper does this for NeuralNDCG only).
 
+**One logit per grade.** With ``n_outputs = C > 1`` a scorer's last layer has ``C`` units and
+it returns ``[B, L, C]`` (padded slots 0); :class:`ExpectedGrade` wraps such a scorer for the
+point-wise grade classifier (:mod:`bench.losses.grades`): its ``logits`` are what the loss
+trains on, its ``forward`` the expected grade :math:`\sum_{c=0}^{C-1} c\,\mathrm{softmax}(z)_c`,
+the score every ranking, validation and test pass uses. :func:`build_model` builds it when
+given ``grades`` (from the loss, never from the model config).
+
 >>> import torch
 >>> spec = {"type": "mlp", "hidden": [8, 4], "batch_norm": True, "dropout": 0.0, "output_activation": None}
 >>> model = build_model(spec, n_features=5).eval()
@@ -64,6 +71,7 @@ class MLPScorer(nn.Module):
         batch_norm: bool,
         dropout: float,
         output_activation: str | None,
+        n_outputs: int = 1,
     ) -> None:
         super().__init__()
         layers: list[nn.Module] = []
@@ -76,15 +84,20 @@ class MLPScorer(nn.Module):
             if dropout > 0:
                 layers.append(nn.Dropout(dropout))
             width = size
-        layers.append(nn.Linear(width, 1))
+        layers.append(nn.Linear(width, n_outputs))
         self.net = nn.Sequential(*layers)
         self.output_activation = output_activation
+        self.n_outputs = n_outputs
 
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:
-        """Scores ``[B, L]``; padded slots are 0 and never touch the batch statistics."""
-        real = self.net(x[mask]).squeeze(-1)
-        out = torch.zeros(mask.shape, dtype=real.dtype, device=real.device)
-        out = out.masked_scatter(mask, real)
+        """Scores ``[B, L]`` (``[B, L, C]`` with ``C = n_outputs > 1``); padded slots are 0 and
+        never touch the batch statistics."""
+        real = self.net(x[mask])
+        if self.n_outputs == 1:
+            out = torch.zeros(mask.shape, dtype=real.dtype, device=real.device)
+            return _output(out.masked_scatter(mask, real.squeeze(-1)), self.output_activation)
+        out = torch.zeros((*mask.shape, self.n_outputs), dtype=real.dtype, device=real.device)
+        out = out.masked_scatter(mask.unsqueeze(-1).expand_as(out), real)
         return _output(out, self.output_activation)
 
 
@@ -101,6 +114,7 @@ class ContextAwareRanker(nn.Module):
         heads: int,
         dropout: float,
         output_activation: str | None,
+        n_outputs: int = 1,
     ) -> None:
         super().__init__()
         self.proj = nn.Linear(n_features, input_proj)
@@ -116,11 +130,13 @@ class ContextAwareRanker(nn.Module):
         # nested tensors would take a different kernel path in eval mode; one path only
         self.encoder = nn.TransformerEncoder(layer, num_layers=blocks, enable_nested_tensor=False)
         self.norm = nn.LayerNorm(input_proj)
-        self.out = nn.Linear(input_proj, 1)
+        self.out = nn.Linear(input_proj, n_outputs)
         self.output_activation = output_activation
+        self.n_outputs = n_outputs
 
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:
-        """Scores ``[B, L]``; a padded slot is never attended to and scores 0."""
+        """Scores ``[B, L]`` (``[B, L, C]`` with ``C = n_outputs > 1``); a padded slot is never
+        attended to and scores 0."""
         # a list with no real item would make every attention row empty (NaN); let such a
         # list attend to its first slot instead; its scores are zeroed below anyway
         empty = ~mask.any(dim=-1, keepdim=True)
@@ -128,14 +144,55 @@ class ContextAwareRanker(nn.Module):
         first[..., 0] = True
         attend = mask | (empty & first)
         h = self.encoder(self.proj(x), src_key_padding_mask=~attend)
-        scores = self.out(self.norm(h)).squeeze(-1)
-        scores = torch.where(mask, scores, torch.zeros((), dtype=scores.dtype, device=scores.device))
+        scores = self.out(self.norm(h))
+        if self.n_outputs == 1:
+            scores = scores.squeeze(-1)
+        real = mask if self.n_outputs == 1 else mask.unsqueeze(-1)
+        scores = torch.where(real, scores, torch.zeros((), dtype=scores.dtype, device=scores.device))
         return _output(scores, self.output_activation)
+
+
+class ExpectedGrade(nn.Module):
+    r"""A scorer with one logit per label grade, ranking by the expected grade.
+
+    ``logits(x, mask)`` is the wrapped scorer's ``[B, L, C]`` output (what a
+    ``"grade_logits"`` loss trains on); ``forward(x, mask)`` is
+    :math:`\sum_{c=0}^{C-1} c\,\mathrm{softmax}(z)_c`, ``[B, L]``, 0 on padded slots.
+
+    >>> torch.manual_seed(0) and None
+    >>> spec = {"type": "mlp", "hidden": [4], "batch_norm": False, "dropout": 0.0, "output_activation": None}
+    >>> model = build_model(spec, n_features=3, grades=5).eval()
+    >>> x = torch.randn(1, 2, 3); mask = torch.tensor([[True, False]])
+    >>> model.logits(x, mask).shape, model(x, mask).shape
+    (torch.Size([1, 2, 5]), torch.Size([1, 2]))
+    >>> expected = (torch.softmax(model.logits(x, mask)[0, 0], -1) * torch.arange(5.0)).sum()
+    >>> bool(torch.isclose(model(x, mask)[0, 0], expected)), model(x, mask)[0, 1].item()
+    (True, 0.0)
+    """
+
+    def __init__(self, scorer: nn.Module, grades: int) -> None:
+        super().__init__()
+        self.scorer = scorer
+        self.grades = grades
+
+    def logits(self, x: Tensor, mask: Tensor) -> Tensor:
+        return self.scorer(x, mask)
+
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        z = self.logits(x, mask)
+        values = torch.arange(self.grades, dtype=z.dtype, device=z.device)
+        expected = (torch.softmax(z, dim=-1) * values).sum(dim=-1)
+        return torch.where(mask, expected, torch.zeros((), dtype=expected.dtype, device=expected.device))
 
 
 SCORERS: dict[str, type[nn.Module]] = {"mlp": MLPScorer, "context_aware": ContextAwareRanker}
 
 
-def build_model(cfg: dict[str, Any], n_features: int) -> nn.Module:
-    """The scorer a resolved model describes: ``SCORERS[cfg["type"]]`` with the other keys."""
-    return SCORERS[cfg["type"]](n_features, **{k: v for k, v in cfg.items() if k != "type"})
+def build_model(cfg: dict[str, Any], n_features: int, *, grades: int | None = None) -> nn.Module:
+    """The scorer a resolved model describes: ``SCORERS[cfg["type"]]`` with the other keys;
+    with ``grades`` (a ``"grade_logits"`` loss's class count) the scorer has that many outputs,
+    wrapped in :class:`ExpectedGrade`."""
+    kwargs = {k: v for k, v in cfg.items() if k != "type"}
+    if grades is None:
+        return SCORERS[cfg["type"]](n_features, **kwargs)
+    return ExpectedGrade(SCORERS[cfg["type"]](n_features, n_outputs=grades, **kwargs), grades)

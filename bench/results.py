@@ -21,8 +21,9 @@ atomic directory (so a failed run leaves nothing behind):
   reader here checks the file it reads against it first: a changed byte stops the reader
   with one line naming the file and the command that rebuilds the run.
 
-Per-query and statistics frames written by :func:`write_frame` get a sidecar
-``<file>.digest``, checked by :func:`read_frame` / :func:`read_frames` the same way.
+Per-query and statistics frames written by :func:`write_frame`, and the JSON records of
+:func:`write_record` (``results/selection/``), get a sidecar ``<file>.digest``, checked by
+:func:`read_frame` / :func:`read_frames` / :func:`read_record` the same way.
 
 A **per-query frame** (``ltr-bench evaluate``'s output, the frozen baselines, what
 ``ltr-bench stats`` reads) has the key columns :data:`KEY_COLUMNS`, one float column per
@@ -213,6 +214,20 @@ def read_frame(path: str | os.PathLike) -> pd.DataFrame:
     """One parquet frame, checked against its digest first (a run's ``metrics.parquet``
     against the run's ``digests.json``, any other against its ``<path>.digest``)."""
     return pd.read_parquet(_checked(Path(path)))
+
+
+def write_record(obj: dict[str, Any], path: str | os.PathLike) -> None:
+    """Write a small JSON record (a selection of ``ltr-bench select``) atomically, indented and
+    key-sorted, with its sidecar digest ``<path>.digest`` like :func:`write_frame`."""
+    data = (json.dumps(plain(obj), indent=2, sort_keys=True) + "\n").encode("utf-8")
+    with atomic_path(path, sizes=[len(data)]) as tmp:
+        tmp.write_bytes(data)
+        write_sidecar(path, tmp)
+
+
+def read_record(path: str | os.PathLike) -> dict[str, Any]:
+    """A record of :func:`write_record`, checked against its digest first."""
+    return json.loads(_checked(Path(path)).read_text(encoding="utf-8"))
 
 
 def read_frames(paths: Iterable[str | os.PathLike]) -> pd.DataFrame:

@@ -73,3 +73,31 @@ def md_tables(text: str) -> list[list[list[str]]]:
         assert all(set(c) == {"-"} for c in t[1]), t[1]
         assert all(len(r) == len(t[0]) for r in t), t
     return tables
+
+
+def exact_pl_expected_ndcg(scores, labels, k=None):
+    """``E_{y ~ PL(scores)}[NDCG@k(y)]`` of one list by enumerating its ``n!`` rankings (n <= 7).
+
+    ``scores``: a 1-D float64 tensor (autograd gives the exact gradient); ``labels``: 1-D.
+    ``P(y) = prod_t exp(s_{y_t}) / sum_{j not in y_<t} exp(s_j)``; gain ``2^y - 1``, discount
+    ``1/log2(1 + rank)``, ``maxDCG@k`` of the labels sorted descending. The independent oracle
+    of the Plackett-Luce losses (tests/losses/test_plackett_luce.py, test_gumbel.py).
+    """
+    import itertools
+    import math
+
+    import torch
+
+    n = scores.shape[0]
+    cut = n if k is None else min(k, n)
+    gains = [2.0 ** float(v) - 1.0 for v in labels]
+    ideal = sum(g / math.log2(2 + r) for r, g in enumerate(sorted(gains, reverse=True)[:cut]))
+    total = scores.new_zeros(())
+    for perm in itertools.permutations(range(n)):
+        log_p = scores.new_zeros(())
+        for t in range(n):
+            rest = torch.stack([scores[j] for j in perm[t:]])
+            log_p = log_p + scores[perm[t]] - torch.logsumexp(rest, 0)
+        dcg = sum(gains[perm[r]] / math.log2(2 + r) for r in range(cut))
+        total = total + torch.exp(log_p) * dcg / ideal
+    return total

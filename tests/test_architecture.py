@@ -38,12 +38,14 @@ LAYERS: dict[str, int] = {
     "bench.overhead": 1, "bench.data": 1, "bench.losses": 1, "bench.metrics": 1, "bench.models": 1,
     "bench.config": 2, "bench.results": 2,
     "bench.training": 3, "bench.evaluate": 3, "bench.stats": 3, "bench.frozen": 3, "bench.curves": 3,
-    "bench.report": 4, "bench.costs": 4,
+    "bench.selection": 3,
+    "bench.report": 4,
     "bench.perf": 5,
-    "bench.cli": 7,
+    "bench.costs": 6,
+    "bench.cli": 8,
 }
 ERRORS = "bench.errors"  # may be imported by every module (it imports nothing of the package: checked)
-CLI_LAYER = 6  # every `<package>.cli` module: above the packages, below bench.cli
+CLI_LAYER = 7  # every `<package>.cli` module: above the packages, below bench.cli
 BOTTOM_ONLY = ("bench.losses", "bench.metrics", "bench.models")
 FORBIDDEN = {"bench.report": ("bench.training", "bench.losses", "bench.perf")}
 TRAINING_MAX_LINES = 60

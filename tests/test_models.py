@@ -149,3 +149,25 @@ def test_context_aware_inference_path_matches_training_path():
     slow = model(x, mask).detach()
     torch.testing.assert_close(fast[:, :4][mask], slow[mask], rtol=0, atol=1e-6)
     assert torch.all(fast[~mp] == 0)
+
+
+@pytest.mark.parametrize("kind", ["mlp", "context_aware"])
+def test_one_logit_per_grade_and_the_expected_grade(kind):
+    """``grades=C``: logits ``[B, L, C]`` (0 on padding, real items unchanged by 4 extra padded
+    slots of garbage, float64 1e-12), and the score is sum_c c softmax(z)_c (oracle by hand)."""
+    from bench.models import ExpectedGrade
+
+    torch.manual_seed(2)
+    cfg = {"type": kind} if kind == "mlp" else {"type": kind, "input_proj": 8, "hidden": 16}
+    model = build_model(resolve_model(cfg), 6, grades=5).double().eval()
+    assert isinstance(model, ExpectedGrade)
+    x = torch.randn(2, 4, 6, dtype=torch.float64)
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0]], dtype=torch.bool)
+    z = model.logits(x, mask)
+    assert z.shape == (2, 4, 5) and torch.all(z[~mask] == 0)
+    zp = model.logits(_pad(x, 4, 1e6), torch.cat([mask, torch.zeros(2, 4, dtype=torch.bool)], dim=1))
+    torch.testing.assert_close(zp[:, :4][mask], z[mask], rtol=1e-12, atol=1e-12)
+    expected = (torch.softmax(z, -1) * torch.arange(5, dtype=torch.float64)).sum(-1)
+    s = model(x, mask)
+    torch.testing.assert_close(s[mask], expected[mask], rtol=1e-12, atol=1e-12)
+    assert torch.all(s[~mask] == 0) and bool(((s[mask] >= 0) & (s[mask] <= 4)).all())

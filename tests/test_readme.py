@@ -35,3 +35,20 @@ def test_ci_runs_both_readme_commands_verbatim_each_in_a_new_virtual_environment
     assert "[test]" not in study, "the study command installs no test extras"
     assert any("reports/report.html" in line for line in ci_lines[i_study:i_tests]), \
         "CI checks that the study ends with the HTML report"
+
+
+def test_ci_makes_the_documented_swap_to_xgboosts_cuda_build_after_the_plain_installs():
+    """docs/install.md's swap (xgboost-cpu -> the CUDA build) is typed by CI as written, after
+    the tests' install, and followed by a check that the CUDA build is the one imported."""
+    text = (ROOT / "docs" / "install.md").read_text(encoding="utf-8")
+    section = text.split("## XGBoost on a GPU", 1)[1].split("\n## ", 1)[0]
+    swap = next(line for block in re.findall(r"```bash\n(.+?)\n```", section, flags=re.S)
+                for line in block.splitlines() if "xgboost-cpu" in line)
+    ci_lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
+    assert swap in ci_lines, "CI must make docs/install.md's swap as written"
+    tests = _readme_commands()[1]
+    after = ci_lines[ci_lines.index(swap):]
+    assert ci_lines.index(tests) < ci_lines.index(swap)
+    assert any("USE_CUDA" in line for line in after) and any("test_gbdt.py" in line for line in after)
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert "\"xgboost-cpu>=2.1; platform_system == 'Linux' or platform_system == 'Windows'\"" in pyproject

@@ -83,7 +83,8 @@ def test_paper_profile_plans_real_datasets_with_gpu_resources():
     train = [w for rule, w in jobs if rule == "train"]
     assert {w["dataset"] for w in train} == {"mslr-web30k", "yahoo-set1"}
     assert {w["fold"] for w in train} == {"Fold1"}
-    assert len(train) == 6 * 2 * 3  # methods x datasets x seeds
+    # (methods + 4 more tau points of PiRank and NeuralSort each, selected on validation) x datasets x seeds
+    assert len(train) == (6 + 2 * 4) * 2 * 3
     assert all("gpu=1" in w["_resources"] for w in train)
 
 
@@ -234,6 +235,9 @@ def test_all_on_the_default_profile_produces_every_table_figure_and_the_report(t
         assert (tmp_path / f"reports/figures/{figure}.png").read_bytes()[:4] == b"\x89PNG"
         assert (tmp_path / f"reports/figures/{figure}.pdf").read_bytes()[:4] == b"%PDF"
     assert (tmp_path / "reports/report.html").stat().st_size > 10_000
+    assert f"The study's report: {(tmp_path / 'reports/report.html').resolve()}" in proc.stdout + proc.stderr
+    # ARF's row selected on validation (issue 32): the selection table marks the chosen point
+    assert "| **✓** |" in (tmp_path / "reports/tables/arf_table2_selection.md").read_text(encoding="utf-8")
     print(f"snakemake --cores 2 all: {elapsed:.0f} s")
 
 

@@ -22,6 +22,7 @@ except ConfigError as exc:
 
 PROFILE = config["profile"]
 PREPARED, RUN, RUN_CONFIG = plan.PREPARED, plan.RUN, plan.RUN_CONFIG
+SELECTION = plan.SELECTION
 EVALUATED, STATS, LOSS_CURVES = plan.EVALUATED, plan.STATS, plan.LOSS_CURVES
 GPU = 1 if config["gpu"] else 0
 
@@ -51,6 +52,9 @@ RULE_METHODS = {name: _alternatives(plan.method_names(config, rule=name)) for na
 
 # targets and shared arguments
 table_outputs = _planned(plan.table_outputs)
+table_targets = _planned(plan.table_targets)  # the table and, when it selects on validation, its selection table
+selection_files = _planned(plan.selection_files)
+select_inputs = _planned(plan.select_inputs)
 computed_table_outputs = _planned(plan.computed_table_outputs)
 figure_outputs = _planned(plan.figure_outputs)
 report_inputs = _planned(plan.report_inputs)
@@ -78,8 +82,7 @@ def prepare_options(wildcards):
 
 
 def run_config_json(wildcards):
-    run = _planned(plan.run_config)(wildcards.experiment, wildcards.dataset, wildcards.method)
-    return json.dumps(run, indent=2, sort_keys=True) + "\n"
+    return _planned(plan.run_config_text)(wildcards.experiment, wildcards.dataset, wildcards.method)
 
 
 def run_command(wildcards):
@@ -92,6 +95,10 @@ def evaluated_runs(wildcards):
 
 def evaluated_scores(wildcards):
     return [f"{run['dir']}/scores.npy" for run in evaluated_runs(wildcards)]
+
+
+def evaluation_selection(wildcards):
+    return _planned(plan.evaluation_selection)(wildcards.name, wildcards.dataset, wildcards.fold)
 
 
 def evaluate_params(wildcards):
@@ -134,3 +141,12 @@ def computed_table_inputs(wildcards):
 
 def computed_table_spec_json(wildcards):
     return _sorted_json(_planned(plan.computed_table_spec)(wildcards.table))
+
+
+def table_labels(fmt):
+    # the report's Results -> Tables lists each table by its title (the target beside it)
+    def labels(wildcards):
+        spec = config["tables"].get(wildcards.table) or config["computed_tables"][wildcards.table]
+        return {"table": spec.get("title", wildcards.table), "target": wildcards.table, "format": fmt}
+
+    return labels

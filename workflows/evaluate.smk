@@ -5,11 +5,14 @@ rule evaluate:
     input:
         prepared=PREPARED,
         scores=evaluated_scores,
+        selection=evaluation_selection,
     output:
         EVALUATED,
     params:
         runs=lambda w: json.dumps(evaluated_runs(w)),
         args=lambda w: evaluate_params(w),
+        # the chosen grid points of a table's methods selected on validation (rule select)
+        selection=lambda w, input: f"--selection {' '.join(input.selection)}" if input.selection else "",
     log:
         "results/logs/evaluated/{name}/{dataset}/{fold}.log",
     group: cluster_group("evaluate")
@@ -19,4 +22,4 @@ rule evaluate:
         "../environment.yml"
     shell:
         "ltr-bench evaluate --prepared {input.prepared} --dataset {wildcards.dataset} --fold {wildcards.fold} "
-        "--runs {params.runs:q} {params.args} --out {output} > {log} 2>&1"
+        "--runs {params.runs:q} {params.args} {params.selection} --out {output} > {log} 2>&1"

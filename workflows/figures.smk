@@ -71,3 +71,29 @@ rule loss_curves:
         "../environment.yml"
     shell:
         "ltr-bench loss-curves {params.args} --out {output} > {log} 2>&1"
+
+
+rule quality_cost_figure:
+    input:
+        lambda w: figure_outputs("quality_cost_figure"),
+
+
+# the quality-cost figure's table: a statistics table's means and seed intervals beside the
+# seconds per epoch and peak memory of its own runs (run.json); nothing is trained
+rule quality_cost:
+    input:
+        stats=lambda w: _planned(plan.quality_cost_inputs)()[0],
+        runs=lambda w: _planned(plan.quality_cost_inputs)()[1:],
+    output:
+        plan.QUALITY_COST,
+    params:
+        spec=lambda w: _sorted_json(_planned(plan.quality_cost_spec)()),
+    log:
+        "results/logs/figures/quality_cost.log",
+    group: cluster_group("quality_cost")
+    resources:
+        **cluster_resources("quality_cost"),
+    conda:
+        "../environment.yml"
+    shell:
+        "ltr-bench quality-cost --stats {input.stats} --spec {params.spec:q} --out {output} > {log} 2>&1"

@@ -23,6 +23,8 @@
 #    benchmark files every 2 s instead of 0.5 s (the next largest share); when a run ends, the
 #    main process's own CPU seconds (not its jobs') go to results/benchmarks/snakemake-main.json,
 #    which `ltr-bench perf study` reports (all three in bench/overhead.py).
+# 5. Where to look: a run that succeeds ends with the path of the HTML report (or of the tables
+#    and figures, when the report is older than they are).
 import atexit
 import sys
 import shutil
@@ -128,11 +130,32 @@ def record_overhead():
             logger.warning(f"could not record the main process's CPU time in {OVERHEAD_RECORD}: {exc}")
 
 
+REPORT = Path("reports/report.html")
+REPORT_PARTS = (Path("reports/tables"), Path("reports/figures"))
+
+
+def point_at_results():
+    # the run the user started ends saying where to look: the HTML report when it is as new as
+    # every table and figure, else the folders (and how to bring the report up to date)
+    if not workflow.is_main_process:
+        return
+    parts = [f for folder in REPORT_PARTS if folder.is_dir() for f in folder.iterdir() if f.is_file()]
+    newest = max((f.stat().st_mtime for f in parts), default=0.0)
+    folders = ", ".join(f"{folder}/" for folder in REPORT_PARTS)
+    if REPORT.is_file() and REPORT.stat().st_mtime >= newest:
+        logger.info(f"The study's report: {REPORT.resolve()} (every table and figure with its caption; "
+                    f"open it in a browser); the files themselves are in {folders}")
+    elif parts:
+        logger.info(f"Tables and figures: {folders}; `snakemake --cores 2 all` (with this run's "
+                    f"--configfile/--config) ends with the HTML report, {REPORT}")
+
+
 onsuccess:
     stop_job_server()
     if workflow.is_main_process:
         forget_run(RUN_RECORD)
     record_overhead()
+    point_at_results()
 
 
 onerror:

@@ -7,14 +7,17 @@ rule table:
     input:
         stats=STATS,
         paper="bench/report/paper_numbers.yaml",
+        selection=lambda w: selection_files(w.table),
     output:
         md=report("reports/tables/{table}.md", caption="report/tables.rst", category="Tables",
-                  labels={"table": "{table}", "format": "Markdown"}),
+                  labels=table_labels("Markdown")),
         tex="reports/tables/{table}.tex",
         html=report("reports/tables/{table}.html", caption="report/tables.rst", category="Tables",
-                    labels={"table": "{table}", "format": "HTML"}),
+                    labels=table_labels("HTML")),
     params:
         spec=table_spec_json,
+        # the caption names the points chosen on validation (rule select)
+        selection=lambda w, input: f"--selection {' '.join(input.selection)}" if input.selection else "",
     wildcard_constraints:
         table=STATS_TABLES,
     log:
@@ -26,52 +29,52 @@ rule table:
         "../environment.yml"
     shell:
         "ltr-bench table {wildcards.table} --stats {input.stats} --paper-numbers {input.paper} "
-        "--spec {params.spec:q} --md {output.md} --tex {output.tex} --html {output.html} > {log} 2>&1"
+        "{params.selection} --spec {params.spec:q} --md {output.md} --tex {output.tex} --html {output.html} > {log} 2>&1"
 
 
 rule pirank_table1:
     input:
-        lambda w: table_outputs("pirank_table1"),
+        lambda w: table_targets("pirank_table1"),
 
 
 rule neuralndcg_table3:
     input:
-        lambda w: table_outputs("neuralndcg_table3"),
+        lambda w: table_targets("neuralndcg_table3"),
 
 
 rule arf_table2:
     input:
-        lambda w: table_outputs("arf_table2"),
+        lambda w: table_targets("arf_table2"),
 
 
 rule listsize_table3:
     input:
-        lambda w: table_outputs("listsize_table3"),
+        lambda w: table_targets("listsize_table3"),
 
 
 rule sinkprop_letor:
     input:
-        lambda w: table_outputs("sinkprop_letor"),
+        lambda w: table_targets("sinkprop_letor"),
 
 
 rule unified_table:
     input:
-        lambda w: table_outputs("unified_table"),
+        lambda w: table_targets("unified_table"),
 
 
 rule arf_table6:
     input:
-        lambda w: table_outputs("arf_table6"),
+        lambda w: table_targets("arf_table6"),
 
 
 rule arf_table7:
     input:
-        lambda w: table_outputs("arf_table7"),
+        lambda w: table_targets("arf_table7"),
 
 
 rule arf_table8:
     input:
-        lambda w: table_outputs("arf_table8"),
+        lambda w: table_targets("arf_table8"),
 
 
 # Tables computed from something other than paired statistics (`computed_tables:` in the
@@ -82,10 +85,10 @@ rule computed_table:
         paper="bench/report/paper_numbers.yaml",
     output:
         md=report("reports/tables/{table}.md", caption="report/computed_tables.rst", category="Tables",
-                  labels={"table": "{table}", "format": "Markdown"}),
+                  labels=table_labels("Markdown")),
         tex="reports/tables/{table}.tex",
         html=report("reports/tables/{table}.html", caption="report/computed_tables.rst", category="Tables",
-                    labels={"table": "{table}", "format": "HTML"}),
+                    labels=table_labels("HTML")),
     params:
         spec=computed_table_spec_json,
     wildcard_constraints:

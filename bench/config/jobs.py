@@ -11,7 +11,9 @@ study's runs reproduce the frozen baselines when they exist), a table or figure
 name (:data:`bench.config.plan.TABLES`, :data:`~bench.config.plan.COMPUTED_TABLES`,
 :data:`~bench.config.plan.FIGURES`), ``freeze`` and
 ``compare``. A job is one Snakemake job (``rule`` + its main ``output``) with the targets that
-need it: a run shared by two tables is one job needed by both.
+need it: a run shared by two tables is one job needed by both, and the outputs of the jobs it
+needs (``needs``: every job upstream of it, directly or not), which ``ltr-bench status`` follows
+to tell whether its output is up to date.
 
 >>> from bench.config.validate import load_config
 >>> jobs = target_jobs(load_config(), ["listsize_table3"])
@@ -24,6 +26,8 @@ need it: a run shared by two tables is one job needed by both.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,12 +40,14 @@ OTHER_TARGETS = ("freeze", "compare")
 
 @dataclass
 class Job:
-    """One Snakemake job: its rule, main output, wildcards and the targets that need it."""
+    """One Snakemake job: its rule, main output, wildcards, the targets that need it and the
+    outputs of the jobs upstream of it."""
 
     rule: str
     output: str
     wildcards: dict[str, Any] = field(default_factory=dict)
     targets: list[str] = field(default_factory=list)
+    needs: list[str] = field(default_factory=list)
 
     @property
     def is_run(self) -> bool:
@@ -49,52 +55,87 @@ class Job:
 
 
 class _Jobs:
-    """Jobs keyed by output, in the order first needed, each with the targets needing it."""
+    """Jobs keyed by output, in the order first needed (every job after those it needs), each
+    with the targets needing it and, through :meth:`upstream`, the jobs it needs."""
 
     def __init__(self, config: dict[str, Any]) -> None:
         self.config = config
         self.by_output: dict[str, Job] = {}
         self.target = ""
+        self._frames: list[list[str]] = []
 
-    def add(self, rule: str, output: str, **wildcards: Any) -> None:
-        job = self.by_output.setdefault(output, Job(rule, output, wildcards))
+    def add(self, rule: str, output: str, needs: list[str] | None = None, **wildcards: Any) -> None:
+        job = self.by_output.setdefault(output, Job(rule, output, wildcards, needs=list(dict.fromkeys(needs or []))))
         if self.target not in job.targets:
             job.targets.append(self.target)
+        for frame in self._frames:
+            frame.append(output)
+
+    @contextmanager
+    def upstream(self) -> Iterator[list[str]]:
+        """The outputs of every job added inside the block (the jobs what follows needs)."""
+        frame: list[str] = []
+        self._frames.append(frame)
+        try:
+            yield frame
+        finally:
+            self._frames.pop()  # blocks nest: the innermost ends first
 
     def prepared(self, dataset: str, folds: list[str]) -> None:
         source = self.config["datasets"][dataset]["source"]
-        for fetched in plan.fetched_inputs(self.config, dataset):
-            self.add("fetch", fetched, source=source)
+        fetched = plan.fetched_inputs(self.config, dataset)
+        for out in fetched:
+            self.add("fetch", out, source=source)
         for fold in folds:
-            self.add("prepare", plan.PREPARED.format(dataset=dataset, fold=fold), dataset=dataset, fold=fold)
+            self.add("prepare", plan.PREPARED.format(dataset=dataset, fold=fold), fetched, dataset=dataset, fold=fold)
 
     def runs(self, experiment: str, dataset: str, fold: str, methods: list[str], seeds: list[int]) -> None:
-        self.prepared(dataset, [fold])
+        with self.upstream() as prepared:
+            self.prepared(dataset, [fold])
         for method in methods:
             rule = plan.run_rule(self.config, experiment, method)
-            self.add("run_config", plan.RUN_CONFIG.format(experiment=experiment, dataset=dataset, method=method),
-                     experiment=experiment, dataset=dataset, method=method)
+            run_config = plan.RUN_CONFIG.format(experiment=experiment, dataset=dataset, method=method)
+            self.add("run_config", run_config, experiment=experiment, dataset=dataset, method=method)
             for seed in seeds:
                 out = plan.RUN.format(experiment=experiment, dataset=dataset, fold=fold, method=method, seed=seed)
-                self.add(rule, out, experiment=experiment, dataset=dataset, fold=fold, method=method, seed=seed)
+                self.add(rule, out, [*prepared, run_config], experiment=experiment, dataset=dataset, fold=fold,
+                         method=method, seed=seed)
 
     def evaluation(self, name: str, dataset: str) -> None:
         ev = plan.evaluation(self.config, name, dataset)
         for fold in ev.folds:
-            self.runs(ev.experiment, dataset, fold, ev.methods, ev.seeds)
-            self.add("evaluate", plan.EVALUATED.format(name=name, dataset=dataset, fold=fold),
+            with self.upstream() as inputs:
+                with self.upstream() as runs:
+                    self.runs(ev.experiment, dataset, fold, ev.trained, ev.seeds)
+                self.selection(name, dataset, fold, runs)
+            self.add("evaluate", plan.EVALUATED.format(name=name, dataset=dataset, fold=fold), inputs,
                      name=name, dataset=dataset, fold=fold)
 
+    def selection(self, name: str, dataset: str, fold: str, runs: list[str]) -> None:
+        """The ``select`` job an evaluation of ``name`` keeps its chosen grid points by (if any),
+        which needs the ``runs`` it chooses among."""
+        for out in plan.evaluation_selection(self.config, name, dataset, fold):
+            self.add("select", out, runs, table=name, dataset=dataset, fold=fold)
+
     def table(self, table: str, *, render: bool = True) -> None:
-        for dataset in plan.table_datasets(self.config, table):
-            self.evaluation(table, dataset)
-        self.add("stats", plan.STATS.format(table=table), table=table)
+        with self.upstream() as evaluated:
+            for dataset in plan.table_datasets(self.config, table):
+                self.evaluation(table, dataset)
+        stats = plan.STATS.format(table=table)
+        self.add("stats", stats, evaluated, table=table)
         if render:
             for out in plan.table_outputs(self.config, table)[:1]:
-                self.add("table", out, table=table)
+                self.add("table", out, [*evaluated, stats], table=table)
+            for out in plan.selection_table_outputs(self.config, table)[:1]:
+                self.add("selection_table", out, evaluated, table=table)
 
     def figure(self, figure: str) -> None:
         spec = self.config["figures"][figure]
+        with self.upstream() as inputs:
+            self._figure_inputs(figure, spec)
+        self.add("figure", plan.figure_outputs(self.config, figure)[0], inputs, figure=figure)
+
+    def _figure_inputs(self, figure: str, spec: dict[str, Any]) -> None:
         if figure == "scaling_figure":
             self.add("perf_scaling", plan.SCALING_CSV)
         elif figure == "temperature_figure":
@@ -115,33 +156,39 @@ class _Jobs:
         elif figure == "letor_curves":
             for dataset in plan.table_datasets(self.config, spec["table"]):
                 self.evaluation(spec["table"], dataset)
+        elif figure == "quality_cost_figure":
+            self.table(spec["table"], render=False)  # its statistics and its runs (every dataset's)
+            self.add("quality_cost", plan.QUALITY_COST)
         else:
             self.add("loss_curves", plan.LOSS_CURVES)
-        self.add("figure", plan.figure_outputs(self.config, figure)[0], figure=figure)
 
     def computed_table(self, name: str) -> None:
         """A table of ``computed_tables:``: the toy table, every prepared fold, or the runs it reads."""
         kind = plan.COMPUTED_TABLES[name][0]
-        if kind == "toy_sort":
-            self.add("toy_sort", plan.TOY_SORT)
-        elif kind == "datasets":
-            for dataset in plan.study_datasets(self.config):
-                self.prepared(dataset, list(self.config["datasets"][dataset]["folds"]))
-        else:
-            spec = self.config["computed_tables"][name]
-            table = spec["table"]
-            dataset = plan.resolve_role(self.config, spec["dataset"], self.config["tables"][table])
-            ev = plan.evaluation(self.config, table, dataset)
-            for fold in ev.folds:
-                self.runs(ev.experiment, dataset, fold, ev.methods, ev.seeds)
-        self.add("computed_table", plan.computed_table_outputs(self.config, name)[0], table=name)
+        with self.upstream() as inputs:
+            if kind == "toy_sort":
+                self.add("toy_sort", plan.TOY_SORT)
+            elif kind == "datasets":
+                for dataset in plan.study_datasets(self.config):
+                    self.prepared(dataset, list(self.config["datasets"][dataset]["folds"]))
+            else:
+                spec = self.config["computed_tables"][name]
+                table = spec["table"]
+                dataset = plan.resolve_role(self.config, spec["dataset"], self.config["tables"][table])
+                ev = plan.evaluation(self.config, table, dataset)
+                for fold in ev.folds:
+                    with self.upstream() as runs:
+                        self.runs(ev.experiment, dataset, fold, ev.trained, ev.seeds)
+                    self.selection(table, dataset, fold, runs)
+        self.add("computed_table", plan.computed_table_outputs(self.config, name)[0], inputs, table=name)
 
     def freeze(self) -> None:
         for dataset in plan.freeze_datasets(self.config):
-            self.evaluation("freeze", dataset)
-            self.prepared(dataset, list(self.config["datasets"][dataset]["folds"]))
+            with self.upstream() as inputs:
+                self.evaluation("freeze", dataset)
+                self.prepared(dataset, list(self.config["datasets"][dataset]["folds"]))
             out = f"results/frozen/{self.config['profile']}/{dataset}/manifest.json"
-            self.add("freeze_dataset", out, dataset=dataset)
+            self.add("freeze_dataset", out, inputs, dataset=dataset)
 
     def reproduced(self) -> None:
         """The default study's check that its runs of the frozen methods reproduce the frozen files."""
@@ -155,10 +202,12 @@ class _Jobs:
     def compare(self) -> None:
         plan.compare_outputs(self.config)  # compare.losses set?
         for dataset in plan.compare_datasets(self.config):
-            self.prepared(dataset, list(self.config["datasets"][dataset]["folds"]))
-            self.add("check_frozen", f"results/compare/{dataset}/frozen.ok", dataset=dataset)
-            self.evaluation(plan.COMPARE_EXPERIMENT, dataset)
-            self.add("compare_table", f"reports/compare/{dataset}.md", dataset=dataset)
+            with self.upstream() as inputs:
+                with self.upstream() as prepared:
+                    self.prepared(dataset, list(self.config["datasets"][dataset]["folds"]))
+                self.add("check_frozen", f"results/compare/{dataset}/frozen.ok", prepared, dataset=dataset)
+                self.evaluation(plan.COMPARE_EXPERIMENT, dataset)
+            self.add("compare_table", f"reports/compare/{dataset}.md", inputs, dataset=dataset)
 
 
 def expand_targets(config: dict[str, Any], targets: list[str]) -> list[str]:
@@ -190,19 +239,18 @@ def expand_targets(config: dict[str, Any], targets: list[str]) -> list[str]:
 def target_jobs(config: dict[str, Any], targets: list[str]) -> list[Job]:
     """Every job the ``targets`` need (see the module docstring), each once."""
     jobs = _Jobs(config)
-    for target in expand_targets(config, targets):
-        jobs.target = target
-        if target in plan.TABLES:
-            jobs.table(target)
-        elif target in plan.FIGURES:
-            jobs.figure(target)
-        elif target in plan.COMPUTED_TABLES:
-            jobs.computed_table(target)
-        elif target == "reproduced":
-            jobs.reproduced()
-        elif target == "report":
-            jobs.add("coverage", plan.COVERAGE)
-            jobs.add("report", "reports/report.html")
-        else:
-            getattr(jobs, target)()
+    with jobs.upstream() as before:
+        for target in expand_targets(config, targets):
+            jobs.target = target
+            if target in plan.TABLES:
+                jobs.table(target)
+            elif target in plan.FIGURES:
+                jobs.figure(target)
+            elif target in plan.COMPUTED_TABLES:
+                jobs.computed_table(target)
+            elif target == "report":  # the report shows every table and figure of the study
+                jobs.add("coverage", plan.COVERAGE)  # reads docs/coverage.md only
+                jobs.add("report", "reports/report.html", list(before))
+            else:
+                getattr(jobs, target)()
     return list(jobs.by_output.values())

@@ -11,6 +11,8 @@ validate_config`) first.
   ``ltr-bench`` command) of the method's kind (:mod:`bench.config.kinds`, the registry of run
   kinds); :func:`run_config` is the self-contained config one job reads (``--config``);
 - what each evaluation, statistics table, table rendering and figure is given;
+- hyperparameter selection on validation: a table's grid points (:mod:`bench.config.selection`),
+  the runs each one reuses, and what the ``select`` stage and the selection table are given;
 - the frozen comparison's protocol (:func:`study_protocol`).
 
 >>> merged_model({"type": "mlp", "hidden": [8]}, {"dropout": 0.1})
@@ -22,12 +24,13 @@ validate_config`) first.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from bench.choices import DATASET_CONVENTION
-from bench.config import heatmap, kinds, schema
+from bench.config import heatmap, kinds, schema, selection
 from bench.config.run import model_type, resolve_section
 from bench.errors import ConfigError
 
@@ -68,6 +71,10 @@ COMPUTED_TABLES = {
 }
 # PiRank Fig. 13 (temperature annealing, tau = 1e12) and SinkProp Fig. 2 as curves
 FIGURES += ("annealing_figure", "letor_curves")
+# Issue 35: quality against cost per loss, from a statistics table's own runs (no training)
+FIGURES += ("quality_cost_figure",)
+# figures of this suite's own, reproducing no paper figure (as TABLE_SOURCES' None for tables)
+OWN_FIGURES: tuple[str, ...] = ("quality_cost_figure",)
 
 
 # ----------------------------------------------------------------------------- methods and roles
@@ -171,7 +178,8 @@ def compare_methods(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def method_spec(config: dict[str, Any], experiment: str, method: str) -> dict[str, Any]:
     """A method's spec; under the ``compare`` experiment also the user's new losses, under the
-    recall heatmap's protocol also the models it trains per (m, k) (:func:`heatmap_methods`)."""
+    recall heatmap's protocol also the models it trains per (m, k) (:func:`heatmap_methods`), and
+    the grid points of the tables' hyperparameter selection (:func:`selection_methods`)."""
     if experiment == COMPARE_EXPERIMENT:
         extra = compare_methods(config)
         if method in extra:
@@ -181,7 +189,10 @@ def method_spec(config: dict[str, Any], experiment: str, method: str) -> dict[st
         if method in extra:
             return extra[method]
     if method not in config["methods"]:
-        raise ConfigError(f"unknown method '{method}' (config key 'methods')")
+        points = selection_methods(config)  # grid points (bench.config.selection)
+        if method in points:
+            return points[method]
+        raise ConfigError(f"config key 'methods': {schema.unknown_name(method, config['methods'], 'method')}")
     return config["methods"][method]
 
 
@@ -230,6 +241,9 @@ def run_config(config: dict[str, Any], experiment: str, dataset: str, method: st
     if "metrics" in protocol:
         metrics["names"] = list(protocol["metrics"])
     model, train = protocol_for_dataset(config, protocol_name, dataset)
+    curve = vali_curve_list_size(config, experiment, dataset, method)
+    if curve is not None:
+        train["vali_curve_list_size"] = curve
     out = {
         "experiment": experiment,
         "protocol_name": protocol_name,
@@ -245,6 +259,26 @@ def run_config(config: dict[str, Any], experiment: str, dataset: str, method: st
         if section is not None:
             out[key] = section
     return out
+
+
+def vali_curve_list_size(config: dict[str, Any], experiment: str, dataset: str, method: str) -> int | None:
+    """The validation list size whose curve a run records (``train.vali_curve_list_size``): the
+    temperature figure's ``vali_list_size`` for that figure's runs (its protocol, dataset and
+    methods; PiRank Fig. 5 plots the relaxed loss on validation lists of L = 100), else None, so
+    no other run's config, and no other run's output, changes."""
+    spec = config.get("figures", {}).get("temperature_figure")
+    if not spec or not spec.get("enabled", True) or experiment != spec["protocol"]:
+        return None
+    if dataset != resolve_role(config, spec["dataset"]) or method not in spec["methods"]:
+        return None
+    return int(spec["vali_list_size"])
+
+
+def run_config_text(config: dict[str, Any], experiment: str, dataset: str, method: str) -> str:
+    """:func:`run_config` as the file the workflow writes (``RUN_CONFIG``): sorted, indented
+    JSON. ``ltr-bench status`` compares a run config on disk with it: another text means the
+    run was made with other settings (another profile's) and is not this study's."""
+    return json.dumps(run_config(config, experiment, dataset, method), indent=2, sort_keys=True) + "\n"
 
 
 def protocol_section(config: dict[str, Any], protocol: str, method: str, key: str) -> dict[str, Any] | None:
@@ -320,9 +354,9 @@ FIGURE_FORMATS = ("png", "pdf")
 
 
 def all_methods(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Every method a run can name: the config's methods, the compared new losses and the
-    recall heatmap's models per (m, k)."""
-    return {**config["methods"], **compare_methods(config), **heatmap_methods(config)}
+    """Every method a run can name: the config's methods, the compared new losses, the
+    recall heatmap's models per (m, k) and the grid points of hyperparameter selection."""
+    return {**config["methods"], **compare_methods(config), **heatmap_methods(config), **selection_methods(config)}
 
 
 def method_names(config: dict[str, Any], *, kind: str | None = None, rule: str | None = None) -> list[str]:
@@ -370,7 +404,7 @@ def figure_outputs(config: dict[str, Any], figure: str) -> list[str]:
 
 def report_inputs(config: dict[str, Any]) -> list[str]:
     """Every enabled table and figure: the inputs of ``all`` and of the HTML report."""
-    tables = [f for t in enabled_tables(config) for f in table_outputs(config, t)]
+    tables = [f for t in enabled_tables(config) for f in table_targets(config, t)]
     tables += [f for t in enabled_computed_tables(config) for f in computed_table_outputs(config, t)]
     return tables + [f for fig in enabled_figures(config) for f in figure_outputs(config, fig)] + [COVERAGE]
 
@@ -421,6 +455,13 @@ class Evaluation:
     folds: list[str]
     metrics: list[str]
     list_sizes: list[int]
+    #: a method selected on validation -> ``(grid point, method whose runs train it)`` per point
+    candidates: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+
+    @property
+    def trained(self) -> list[str]:
+        """The methods whose runs the evaluation needs: a selected method's are its points'."""
+        return _dedupe(run for m in self.methods for _, run in self.candidates.get(m, [(None, m)]))
 
 
 def evaluation(config: dict[str, Any], name: str, dataset: str) -> Evaluation:
@@ -433,8 +474,10 @@ def evaluation(config: dict[str, Any], name: str, dataset: str) -> Evaluation:
     if name in TABLES:
         spec = config["tables"][name]
         graded = _dedupe([*spec["metrics"], *config["protocols"][spec["protocol"]].get("metrics", [])])
+        candidates = {base: [(p.name, run) for p, run in pairs]
+                      for base, pairs in selection_candidates(config, name, dataset).items()}
         return Evaluation(spec["protocol"], table_methods(config, name), table_seeds(config, name),
-                          table_folds(config, name, dataset), graded, spec.get("list_sizes", []))
+                          table_folds(config, name, dataset), graded, spec.get("list_sizes", []), candidates)
     if name == heatmap.FIGURE:
         spec = config["figures"][name]
         seeds = spec.get("seeds") or config["protocols"][spec["protocol"]]["seeds"]
@@ -451,11 +494,21 @@ def evaluation(config: dict[str, Any], name: str, dataset: str) -> Evaluation:
 
 
 def evaluated_runs(config: dict[str, Any], name: str, dataset: str, fold: str) -> list[dict[str, Any]]:
-    """``{method, seed, dir}`` of every run evaluation ``name`` reads on one fold."""
-    ev = evaluation(config, name, dataset)
-    return [{"method": m, "seed": s, "dir": RUN.format(experiment=ev.experiment, dataset=dataset, fold=fold,
-                                                       method=m, seed=s)}
-            for m in ev.methods for s in ev.seeds]
+    """``{method, seed, dir}`` of every run evaluation ``name`` reads on one fold; a method
+    selected on validation has one per grid point and seed, each with its ``point`` (the
+    evaluation keeps the chosen point's: :func:`bench.config.selection.keep_chosen`)."""
+    return _runs_of(evaluation(config, name, dataset), dataset, fold)
+
+
+def _runs_of(ev: Evaluation, dataset: str, fold: str) -> list[dict[str, Any]]:
+    out = []
+    for m in ev.methods:
+        for point, run in ev.candidates.get(m, [(None, m)]):
+            for s in ev.seeds:
+                entry = {"method": m, "seed": s,
+                         "dir": RUN.format(experiment=ev.experiment, dataset=dataset, fold=fold, method=run, seed=s)}
+                out.append({**entry, "point": point} if point is not None else entry)
+    return out
 
 
 def dataset_convention(config: dict[str, Any], dataset: str) -> str:
@@ -566,7 +619,57 @@ def table_spec(config: dict[str, Any], table: str) -> dict[str, Any]:
         "paper": spec.get("paper"),
         "source": TABLE_SOURCES.get(table),
         "note": sinkprop_ranking_note(config, table),
+        "protocol": spec["protocol"],
+        "choices": table_choices(config, table),
     }
+
+
+def _shown(value: Any) -> str:
+    return "none" if value is None else str(value)
+
+
+def table_choices(config: dict[str, Any], table: str) -> list[dict[str, Any]]:
+    """The values a table's paper does not state or the suite sets otherwise, as the config marks
+    them (``choices`` of its protocol and of its datasets; :mod:`bench.config.paper_choices`), each
+    ``{scope, role, label, key, value, reason}`` with its configured value (a protocol key's values on
+    the table's datasets joined by " / " where they differ; a method key only for the table's own
+    methods). Only on the paper's own datasets: a table on stand-ins compares nothing with the paper."""
+    from bench.config.paper_choices import dataset_settings, expand_keys, protocol_settings
+
+    spec = config["tables"][table]
+    roles = table_roles(config, table)
+    if not roles:
+        return []
+    protocol = spec["protocol"]
+    methods = set(table_methods(config, table))
+    values: dict[str, list[str]] = {}
+    for dataset in roles:
+        model, train = protocol_for_dataset(config, protocol, dataset)
+        for key, value in protocol_settings(config, protocol, model, train).items():
+            values.setdefault(key, [])
+            if _shown(value) not in values[key]:
+                values[key].append(_shown(value))
+    out = []
+    for key, reason in expand_keys(config["protocols"][protocol].get("choices")).items():
+        if key.startswith("methods."):
+            name, _, path = key[len("methods."):].partition(".")
+            if name not in methods:
+                continue
+            node: Any = config["methods"][name]
+            for part in path.split(".") if path else []:
+                node = node.get(part) if isinstance(node, dict) else None
+            value = "default" if node is None else _shown(node)
+            label = config["methods"][name].get("label", name)
+        else:
+            value, label = " / ".join(values.get(key, ["?"])), ""
+        out.append({"scope": "protocol", "role": None, "label": label, "key": key, "value": value, "reason": reason})
+    for dataset, role in roles.items():
+        options = dataset_settings(config, dataset)
+        for key, reason in expand_keys(config["datasets"][dataset].get("choices")).items():
+            value = options.get(key, (config["datasets"][dataset].get("options") or {}).get(key[len("options."):]))
+            out.append({"scope": "dataset", "role": role, "label": config["datasets"][dataset].get("label", dataset),
+                        "key": key, "value": value, "reason": reason})
+    return out
 
 
 def sinkprop_ranking_note(config: dict[str, Any], table: str) -> str:
@@ -606,14 +709,33 @@ def figure_spec(config: dict[str, Any], figure: str) -> dict[str, Any]:
     if figure == "scaling_figure":
         return {"steps": spec["steps"], "batch_lists": spec["batch_lists"]}
     if figure == "temperature_figure":
-        return {"runs": figure_runs(config, "temperature_figure"), "metrics": spec.get("metrics") or ["ndcg@10"]}
+        return {"runs": figure_runs(config, "temperature_figure"), "metrics": spec.get("metrics") or ["ndcg@10"],
+                "vali_list_size": spec["vali_list_size"], "smoothing": spec["smoothing"],
+                "subject": figure_subject(config, spec["methods"], resolve_role(config, spec["dataset"]))}
     if figure == "listsize_figure":
         table = config["tables"][spec["table"]]
-        return {"dataset": table_datasets(config, spec["table"])[0], "l_train": table["l_train"],
-                "list_sizes": table["list_sizes"], "metrics": spec["metrics"]}
+        dataset = table_datasets(config, spec["table"])[0]
+        return {"dataset": dataset, "l_train": table["l_train"], "list_sizes": table["list_sizes"],
+                "metrics": spec["metrics"], "subject": figure_subject(config, table["l_train"], dataset)}
     if figure == heatmap.FIGURE:
         return heatmap_spec(config)
+    if figure == "quality_cost_figure":
+        return quality_cost_figure_spec(config)
     return {}
+
+
+def figure_subject(config: dict[str, Any], methods: Iterable[str], dataset: str) -> str:
+    """What a figure's runs are, for its title: the losses its methods train (the method's name
+    when it names no loss) on the dataset (its label).
+
+    >>> cfg = {"methods": {"a": {"loss": "pirank_ndcg"}, "b": {"loss": "pirank_ndcg"}},
+    ...        "datasets": {"syn-web": {"label": "syn-web"}}}
+    >>> figure_subject(cfg, ["a", "b"], "syn-web")
+    'loss pirank_ndcg on syn-web'
+    """
+    losses = _dedupe(config["methods"][m].get("loss", m) for m in methods)
+    label = config["datasets"][dataset].get("label", dataset)
+    return f"loss{'es' if len(losses) > 1 else ''} {', '.join(losses)} on {label}"
 
 
 def figure_inputs(config: dict[str, Any], figure: str) -> list[str]:
@@ -632,6 +754,8 @@ def figure_inputs(config: dict[str, Any], figure: str) -> list[str]:
         return [STATS.format(table=spec["table"])]
     if figure == heatmap.FIGURE:
         return evaluated_files(config, figure, [ds for ds, _ in heatmap_datasets(config)])
+    if figure == "quality_cost_figure":
+        return [QUALITY_COST]
     return [LOSS_CURVES]
 
 
@@ -779,21 +903,25 @@ def study_datasets(config: dict[str, Any]) -> list[str]:
     return _dedupe(names)
 
 
-def _cost_runs(config: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
-    """``arf_table9``: the dataset and the runs (method, seed, dir) of its source table on it."""
-    spec = config["computed_tables"]["arf_table9"]
+def _table_runs(config: dict[str, Any], key: str) -> tuple[str, list[dict[str, Any]]]:
+    """The dataset and the runs (method, seed, dir) of a statistics table on it, for the targets
+    that read a table's own runs (config key ``key`` with ``table`` and ``dataset``, a role)."""
+    section, name = key.rsplit(".", 1)
+    spec = config[section][name]
     table = spec["table"]
     if table not in enabled_tables(config):
-        raise ConfigError(f"config key 'computed_tables.arf_table9.table': {table!r} is not an enabled table")
+        raise ConfigError(f"config key '{key}.table': {table!r} is not an enabled table")
     dataset = resolve_role(config, spec["dataset"], config["tables"][table])
     if dataset not in table_datasets(config, table):
-        raise ConfigError(f"config key 'computed_tables.arf_table9.dataset': {spec['dataset']!r} is not a "
+        raise ConfigError(f"config key '{key}.dataset': {spec['dataset']!r} is not a "
                           f"dataset of table {table} ({table_datasets(config, table)})")
     ev = evaluation(config, table, dataset)
-    runs = [{"method": m, "seed": s, "dir": RUN.format(experiment=ev.experiment, dataset=dataset, fold=f,
-                                                       method=m, seed=s)}
-            for f in ev.folds for m in ev.methods for s in ev.seeds]
-    return dataset, runs
+    return dataset, [run for f in ev.folds for run in _runs_of(ev, dataset, f)]
+
+
+def _cost_runs(config: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    """``arf_table9``: the dataset and the runs (method, seed, dir) of its source table on it."""
+    return _table_runs(config, "computed_tables.arf_table9")
 
 
 def computed_table_inputs(config: dict[str, Any], name: str) -> list[str]:
@@ -804,8 +932,9 @@ def computed_table_inputs(config: dict[str, Any], name: str) -> list[str]:
         return [TOY_SORT]
     if kind == "datasets":
         return [d for ds in study_datasets(config) for d in prepared_folds(config, ds)]
-    _, runs = _cost_runs(config)
-    return [f"{r['dir']}/{f}" for r in runs for f in ("run.json", "curve.csv")]
+    dataset, runs = _cost_runs(config)
+    table = config["computed_tables"][name]["table"]
+    return [f"{r['dir']}/{f}" for r in runs for f in ("run.json", "curve.csv")] + selection_files(config, table, [dataset])
 
 
 def computed_table_spec(config: dict[str, Any], name: str) -> dict[str, Any]:
@@ -827,6 +956,7 @@ def computed_table_spec(config: dict[str, Any], name: str) -> dict[str, Any]:
         _, train = protocol_for_dataset(config, config["tables"][table]["protocol"], dataset)
         out.update({"dataset": dataset, "label": config["datasets"][dataset].get("label", dataset),
                     "role": table_roles(config, table).get(dataset), "runs": runs,
+                    "selection": selection_files(config, table, [dataset]),
                     "methods": method_labels(config, table_methods(config, table)),
                     "batch_size": train["batch_size"], "list_size": train["list_size"]})
     return out
@@ -874,3 +1004,217 @@ def _letor_curves_spec(config: dict[str, Any]) -> dict[str, Any]:
 
 
 PAPER_FIGURE_SPECS = {"annealing_figure": _annealing_spec, "letor_curves": _letor_curves_spec}
+
+
+# ----------------------------------------------------------------------------- hyperparameter selection (issue 32)
+# bench.config.selection: the grids, their points and names; here: which runs a point reuses on
+# a dataset, the `select` stage's files and what it and the tables are given
+
+SELECTION = "results/selection/{table}/{dataset}/{fold}.json"
+SELECTION_SUFFIX = "_selection"  # reports/tables/<table>_selection.*: every grid point
+
+
+def table_selects(config: dict[str, Any], table: str) -> dict[str, dict[str, Any]]:
+    """``tables.<table>.select``: method -> ``{grid, metric?, paper?}`` (empty: nothing selected;
+    a method set to null, as a profile drops a grid it inherits, is not selected)."""
+    return {m: s for m, s in (config["tables"][table].get("select") or {}).items() if s is not None}
+
+
+def selection_grid(config: dict[str, Any], table: str) -> dict[str, list[selection.Point]]:
+    """Each selected method of ``table`` with its grid points, in the config's order."""
+    return {m: selection.grid_points(m, s["grid"]) for m, s in table_selects(config, table).items()}
+
+
+def selection_point_spec(config: dict[str, Any], table: str, point: selection.Point) -> dict[str, Any]:
+    """The method entry a grid point of ``table`` trains (:func:`bench.config.selection.point_spec`)."""
+    entry = config["methods"][point.base]
+    metric = table_selects(config, table)[point.base].get("metric")
+    return selection.point_spec(entry, point, metric, method_kind(entry))
+
+
+def selection_methods(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every grid point of an enabled table, by name, as a method entry."""
+    return {p.name: selection_point_spec(config, table, p)
+            for table in enabled_tables(config) for points in selection_grid(config, table).values() for p in points}
+
+
+def effective_entry(config: dict[str, Any], protocol: str, dataset: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """What a run of method entry ``spec`` trains with under ``protocol`` on ``dataset``: a neural
+    method's model merged over the protocol's and its ``train`` over the protocol's and the
+    schema's defaults; a GBDT or linear method's early-stopping metric filled from the
+    protocol's; no label. Two entries with the same effective entry train the same run (up to
+    the seed stream, which follows the method's name: :func:`bench.seeds.derive_seed`)."""
+    model, train = protocol_for_dataset(config, protocol, dataset)
+    train = {**schema.defaults("train"), **train}
+    out = {k: copy.deepcopy(v) for k, v in spec.items() if k != "label"}
+    out.setdefault("params", {})
+    if "loss" in spec:
+        out["model"] = merged_model(model, spec.get("model"))
+        out["train"] = {**train, **(spec.get("train") or {})}
+    else:
+        out.setdefault("early_stopping_metric", train["early_stopping_metric"])
+    return out
+
+
+def selection_candidates(config: dict[str, Any], table: str,
+                         dataset: str) -> dict[str, list[tuple[selection.Point, str]]]:
+    """Per selected method of ``table``: each grid point with the method whose runs train it on
+    ``dataset``. A point that trains what another method already trains under the table's
+    protocol (the same effective entry, :func:`effective_entry`) reuses that method's runs: the
+    table's method itself first, then the methods of the enabled tables and figures of the
+    protocol (:func:`protocol_methods`), in the catalogue's order (ARF Tables 6-8's
+    ``arf_tau0.8`` is the point ``arf+tau=0.8+lr=0.001`` of ARF Table 2 at the protocol's lr);
+    methods of a protocol section (SinkProp's own protocol) are never reused. Else the point
+    trains under its own name."""
+    selects = table_selects(config, table)
+    if not selects:
+        return {}
+    protocol = config["tables"][table]["protocol"]
+    sectioned = {m for key in kinds.protocol_kinds() for m in (config["protocols"][protocol].get(key) or {})
+                 .get("methods", [])}
+    trained = protocol_methods(config, protocol) | set(selects)
+    known = [(m, effective_entry(config, protocol, dataset, spec)) for m, spec in config["methods"].items()
+             if m in trained and m not in sectioned]
+    out = {}
+    for base, points in selection_grid(config, table).items():
+        order = sorted(known, key=lambda item: item[0] != base)  # the method itself first (a stable sort)
+        pairs = []
+        for point in points:
+            mine = effective_entry(config, protocol, dataset, selection_point_spec(config, table, point))
+            pairs.append((point, next((m for m, eff in order if eff == mine), point.name)))
+        out[base] = pairs
+    return out
+
+
+def protocol_methods(config: dict[str, Any], protocol: str) -> set[str]:
+    """The catalogue methods the enabled tables and figures train under ``protocol`` (a figure
+    with a ``protocol`` and ``methods``: the temperature, annealing and heatmap figures)."""
+    out = {m for t in enabled_tables(config) if config["tables"][t]["protocol"] == protocol
+           for m in table_methods(config, t)}
+    figures = config.get("figures", {})
+    return out | {m for f in enabled_figures(config) if figures[f].get("protocol") == protocol
+                  for m in figures[f].get("methods", [])}
+
+
+def selection_metric(config: dict[str, Any], table: str, dataset: str, method: str) -> str:
+    """The validation metric a selected method's points are compared by on ``dataset``: the
+    select entry's ``metric``, else the method's own early-stopping metric there."""
+    chosen = table_selects(config, table)[method].get("metric")
+    if chosen:
+        return chosen
+    eff = effective_entry(config, config["tables"][table]["protocol"], dataset, config["methods"][method])
+    return eff["train"]["early_stopping_metric"] if "loss" in eff else eff["early_stopping_metric"]
+
+
+def selection_files(config: dict[str, Any], table: str, datasets: list[str] | None = None) -> list[str]:
+    """The ``select`` stage's records of ``table`` (one per dataset and fold; none: nothing selected)."""
+    if not table_selects(config, table):
+        return []
+    return [SELECTION.format(table=table, dataset=ds, fold=f) for ds in datasets or table_datasets(config, table)
+            for f in table_folds(config, table, ds)]
+
+
+def evaluation_selection(config: dict[str, Any], name: str, dataset: str, fold: str) -> list[str]:
+    """The selection record an evaluation of ``name`` on one fold keeps the chosen points by."""
+    if name not in TABLES or not table_selects(config, name):
+        return []
+    return [SELECTION.format(table=name, dataset=dataset, fold=fold)]
+
+
+def select_spec(config: dict[str, Any], table: str, dataset: str, fold: str) -> dict[str, Any]:
+    """What ``ltr-bench select`` compares on one fold: per selected method, its metric and every
+    grid point with its settings and its runs' directories (one per seed)."""
+    ev = evaluation(config, table, dataset)
+    if fold not in ev.folds:
+        raise ConfigError(f"table {table} does not evaluate fold {fold!r} of {dataset} (folds: {ev.folds})")
+    methods = {}
+    for base, pairs in selection_candidates(config, table, dataset).items():
+        methods[base] = {"metric": selection_metric(config, table, dataset, base), "points": [
+            {"name": p.name, "label": p.label, "settings": p.values, "run": run,
+             "dirs": [RUN.format(experiment=ev.experiment, dataset=dataset, fold=fold, method=run, seed=s)
+                      for s in ev.seeds]} for p, run in pairs]}
+    return {"table": table, "dataset": dataset, "fold": fold, "seeds": ev.seeds, "methods": methods}
+
+
+def select_inputs(config: dict[str, Any], table: str, dataset: str, fold: str) -> list[str]:
+    """The run records ``ltr-bench select`` reads: every grid point's ``run.json`` and ``curve.csv``."""
+    spec = select_spec(config, table, dataset, fold)
+    return [f"{d}/{f}" for m in spec["methods"].values() for p in m["points"] for d in p["dirs"]
+            for f in ("run.json", "curve.csv")]
+
+
+def selection_table_outputs(config: dict[str, Any], table: str) -> list[str]:
+    """``reports/tables/<table>_selection.*``: every grid point's validation mean (none: nothing selected)."""
+    table_outputs(config, table)  # enabled?
+    if not table_selects(config, table):
+        return []
+    return [f"reports/tables/{table}{SELECTION_SUFFIX}.{fmt}" for fmt in TABLE_FORMATS]
+
+
+def table_targets(config: dict[str, Any], table: str) -> list[str]:
+    """What the table's named target builds: the table and, when it selects, its selection table."""
+    return table_outputs(config, table) + selection_table_outputs(config, table)
+
+
+def selection_labels(config: dict[str, Any], table: str) -> dict[str, str]:
+    """Selected method -> its label in the table."""
+    return {m["name"]: m["label"] for m in method_labels(config, list(table_selects(config, table)))}
+
+
+def selection_table_spec(config: dict[str, Any], table: str) -> dict[str, Any]:
+    """What ``ltr-bench selection-table`` renders besides the records: titles, labels, the grid
+    keys and the values the paper chose where it reveals them (per dataset role)."""
+    spec = config["tables"][table]
+    roles, stands = table_roles(config, table), _stand_ins(config, spec)
+    return {
+        "name": f"{table}{SELECTION_SUFFIX}", "table": table, "profile": config["profile"],
+        "title": f"{spec.get('title', table)}: hyperparameters selected on validation",
+        "source": TABLE_SOURCES.get(table),
+        "datasets": [{"name": ds, "label": config["datasets"][ds].get("label", ds), "role": roles.get(ds),
+                      "stands_for": stands.get(ds, [])} for ds in table_datasets(config, table)],
+        "methods": [{"name": m, "label": label, "keys": list(table_selects(config, table)[m]["grid"]),
+                     "paper": copy.deepcopy(table_selects(config, table)[m].get("paper") or {})}
+                    for m, label in selection_labels(config, table).items()],
+    }
+
+
+# ----------------------------------------------------------------------------- quality against cost (issue 35)
+
+QUALITY_COST = "results/figures/quality_cost_figure.parquet"
+
+
+def quality_cost_inputs(config: dict[str, Any]) -> list[str]:
+    """What ``ltr-bench quality-cost`` reads: the table's statistics, its runs' ``run.json`` and,
+    for a table that selects hyperparameters, the selection records (the chosen points' runs)."""
+    figure_outputs(config, "quality_cost_figure")  # enabled?
+    dataset, runs = _table_runs(config, "figures.quality_cost_figure")
+    table = config["figures"]["quality_cost_figure"]["table"]
+    return [STATS.format(table=table), *[f"{r['dir']}/run.json" for r in runs],
+            *selection_files(config, table, [dataset])]
+
+
+def quality_cost_spec(config: dict[str, Any]) -> dict[str, Any]:
+    """``ltr-bench quality-cost``'s spec: the dataset, the metric, the methods and their runs."""
+    spec = config["figures"]["quality_cost_figure"]
+    dataset, runs = _table_runs(config, "figures.quality_cost_figure")
+    table = spec["table"]
+    if spec["metric"] not in config["tables"][table]["metrics"]:
+        raise ConfigError(f"config key 'figures.quality_cost_figure.metric': {spec['metric']!r} is not a metric of "
+                          f"table {table} ({config['tables'][table]['metrics']})")
+    methods = all_methods(config)
+    return {"table": table, "dataset": dataset, "metric": spec["metric"], "runs": runs,
+            "selection": selection_files(config, table, [dataset]),
+            "methods": [{**m, "kind": method_kind(methods[m["name"]])}
+                        for m in method_labels(config, table_methods(config, table))]}
+
+
+def quality_cost_figure_spec(config: dict[str, Any]) -> dict[str, Any]:
+    """What the figure prints besides its table: the dataset, the protocol's batches, the seeds."""
+    spec = config["figures"]["quality_cost_figure"]
+    dataset, _ = _table_runs(config, "figures.quality_cost_figure")
+    table = spec["table"]
+    _, train = protocol_for_dataset(config, config["tables"][table]["protocol"], dataset)
+    return {"table": table, "metric": spec["metric"], "profile": config["profile"],
+            "dataset_label": config["datasets"][dataset].get("label", dataset),
+            "folds": evaluation(config, table, dataset).folds, "seeds": table_seeds(config, table),
+            "batch_size": train["batch_size"], "list_size": train["list_size"]}

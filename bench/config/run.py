@@ -31,7 +31,14 @@ from bench.errors import ConfigError
 
 
 def read_run_config(path: str | os.PathLike) -> dict[str, Any]:
-    """Read a YAML or JSON run configuration (JSON is valid YAML) into a dict."""
+    """Read a YAML or JSON run configuration into a dict.
+
+    A ``.json`` file (what the workflow writes) is read as JSON: YAML 1.1 would read a JSON number
+    written without a decimal point, such as ``1e-05`` (Python's ``json`` writes a learning rate
+    of 0.00001 so), as a string.
+    """
+    import json
+
     import yaml
 
     p = Path(path)
@@ -39,6 +46,14 @@ def read_run_config(path: str | os.PathLike) -> dict[str, Any]:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{p}: cannot read config file ({exc.strerror})") from exc
+    if p.suffix.lower() == ".json":
+        try:
+            cfg = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{p}, line {exc.lineno}: not valid JSON ({exc.msg})") from exc
+        if not isinstance(cfg, dict):
+            raise ConfigError(f"{p}: the config must be a mapping with a 'methods' key")
+        return cfg
     try:
         cfg = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -56,7 +71,7 @@ def method_entry(config: dict[str, Any], method: str) -> dict[str, Any]:
     if not isinstance(methods, dict) or not methods:
         raise ConfigError("methods: the config has no 'methods' mapping")
     if method not in methods:
-        raise ConfigError(f"methods.{method}: unknown method; known methods: {', '.join(sorted(methods))}")
+        raise ConfigError(f"methods.{method}: {schema.unknown_name(method, methods, 'method')}")
     entry = methods[method]
     if not isinstance(entry, dict):
         raise ConfigError(f"methods.{method}: expected a mapping, got {type(entry).__name__}")

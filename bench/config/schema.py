@@ -23,12 +23,13 @@ wrote (a protocol's ``train`` lists its own keys, not every default).
 >>> resolve("train", ({"bach_size": 3}, "methods.m.train"))  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-bench.errors.ConfigError: config key 'methods.m.train.bach_size': unknown key 'bach_size' (known keys here: amp, batch_size, ...)
+bench.errors.ConfigError: config key 'methods.m.train.bach_size': unknown key 'bach_size' (known keys here: ...)...
 """
 
 from __future__ import annotations
 
 import copy
+import difflib
 from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
@@ -99,7 +100,9 @@ def describe(error: jsonschema.ValidationError, prefix: Iterable[Any] = ()) -> s
         if extra:
             where = _key(path + [extra[0]])
             known = ", ".join(sorted(allowed)) or "none"
-            return f"config key '{where}': unknown key '{extra[0]}' (known keys here: {known})"
+            close = difflib.get_close_matches(str(extra[0]), sorted(allowed), n=3, cutoff=0.6)
+            guess = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+            return f"config key '{where}': unknown key '{extra[0]}' (known keys here: {known}){guess}"
     if error.validator == "required":
         return f"config key '{_key(path)}': {error.message}"
     if error.validator in ("oneOf", "anyOf") and error.context:
@@ -108,6 +111,29 @@ def describe(error: jsonschema.ValidationError, prefix: Iterable[Any] = ()) -> s
             return describe(best, prefix)
         return f"config key '{_key(path)}': {best.message}"
     return f"config key '{_key(path)}': {error.message}"
+
+
+LISTED_AT_MOST = 12  # a longer list of names is not read on one line: the closest ones are named instead
+
+
+def unknown_name(name: str, known: Iterable[str], what: str) -> str:
+    """``unknown <what> '<name>'`` with the closest known names (difflib's ratio >= 0.6, at most
+    three) as "did you mean", and every known name when there are at most :data:`LISTED_AT_MOST`,
+    else their number.
+
+    >>> unknown_name("pirank_ndgc", ["pirank_ndcg", "pirank_arp", "ranknet"], "method")
+    "unknown method 'pirank_ndgc'; did you mean 'pirank_ndcg' or 'pirank_arp'? (defined: pirank_arp, pirank_ndcg, ranknet)"
+    >>> unknown_name("zzz", [f"m{i}" for i in range(75)], "method")
+    "unknown method 'zzz' (75 defined, none close to it; see the config's methods)"
+    """
+    names = sorted(set(known))
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+    guess = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    if len(names) <= LISTED_AT_MOST:
+        listing = f"defined: {', '.join(names) or 'none'}"
+    else:
+        listing = f"{len(names)} defined" + ("" if close else f", none close to it; see the config's {what}s")
+    return f"unknown {what} {name!r}{guess} ({listing})"
 
 
 def deepest_error(validator: jsonschema.protocols.Validator, instance: Any) -> jsonschema.ValidationError | None:

@@ -30,7 +30,7 @@ import jsonschema
 import yaml
 
 from bench.choices import DATASET_CONVENTION, STABLE_TIES_CONVENTIONS
-from bench.config import heatmap, kinds, schema
+from bench.config import heatmap, kinds, schema, selection
 from bench.config.losses import check_losses
 from bench.config.plan import (
     compare_method_name,
@@ -38,7 +38,10 @@ from bench.config.plan import (
     merged_model,
     method_kind,
     resolve_role,
+    selection_point_spec,
     table_datasets,
+    table_methods,
+    table_selects,
 )
 from bench.config.run import check_choice, resolve_model
 from bench.config.schema import ROOT, SCHEMA_PATH, StudyValidator, _key, deepest_error, describe, load_schema  # noqa: F401
@@ -215,8 +218,7 @@ def load_config(*paths: str | Path, base: str | Path | None = DEFAULT_CONFIG, ov
 
 def _require(known: dict | Iterable[str], name: str, where: str, what: str) -> None:
     if name not in known:
-        listing = ", ".join(sorted(known)) or "none defined"
-        raise ConfigError(f"config key '{where}': unknown {what} '{name}' (defined: {listing})")
+        raise ConfigError(f"config key '{where}': {schema.unknown_name(name, known, what)}")
 
 
 def check_model(model: dict[str, Any], where: str) -> None:
@@ -262,6 +264,33 @@ def check_sinkprop_protocol(config: dict[str, Any], protocol: str) -> None:
     check_linear_scorer(config["protocols"][protocol]["model"], f"protocols.{protocol}.model")
 
 
+def check_paper_choices(config: dict[str, Any]) -> None:
+    """Each key of a protocol's or a dataset's ``choices`` names a setting of it: ``model.<key>`` of
+    the protocol's model type, ``train.<key>``, ``seeds``, ``<run-kind section>.<key>`` or
+    ``methods.<method>.<path>`` of a known method; ``options.<key>`` of the preparation options."""
+    from bench.config.paper_choices import expand_keys
+    from bench.data.prepare import DEFAULT_OPTIONS
+
+    train_keys = set(schema.defaults("train"))
+    for name, proto in config["protocols"].items():
+        model_keys = set(resolve_model(proto["model"], f"protocols.{name}.model"))
+        sections = {key: set(schema.defaults(key)) for key in kinds.protocol_kinds() if proto.get(key)}
+        for key in expand_keys(proto.get("choices")):
+            head, _, rest = key.partition(".")
+            ok = (key == "seeds" or (head == "model" and rest in model_keys) or (head == "train" and rest in train_keys)
+                  or (head in sections and rest in sections[head])
+                  or (head == "methods" and rest.partition(".")[0] in config["methods"]))
+            if not ok:
+                raise ConfigError(f"config key 'protocols.{name}.choices': {key!r} names no setting of the protocol "
+                                  "(model.<key>, train.<key>, seeds, <run-kind section>.<key> or methods.<method>.<path>)")
+    for name, ds in config["datasets"].items():
+        for key in expand_keys(ds.get("choices")):
+            head, _, rest = key.partition(".")
+            if head != "options" or rest not in DEFAULT_OPTIONS:
+                raise ConfigError(f"config key 'datasets.{name}.choices': {key!r} is not options.<key> of a "
+                                  f"preparation option ({', '.join(DEFAULT_OPTIONS)})")
+
+
 def check_conventions(config: dict[str, Any]) -> None:
     """A LETOR evaluation convention keeps score ties in file order: ``evaluation.ties`` must be
     ``stable`` when any dataset is graded by one, in its runs or in a table's evaluation."""
@@ -294,6 +323,45 @@ def check_recall_heatmap(config: dict[str, Any]) -> None:
     for i, name in enumerate(spec["methods"]):
         _require(config["methods"], name, f"{where}.methods.{i}", "method")
     heatmap.check_methods(config["methods"], spec, where)
+
+
+def check_selections(config: dict[str, Any]) -> None:
+    """Each table's ``select``: its methods are the table's (neural or GBDT, not trained by a
+    protocol section), its grids make sense (:func:`bench.config.selection.check_grid`), a grid
+    that sets ``model`` keys gives a valid model, the paper's choices name the table's dataset
+    roles and grid keys, and a point's name is neither a catalogue method's nor another
+    table's point with other settings."""
+    named: dict[str, tuple[dict[str, Any], str]] = {}
+    for table, spec in config.get("tables", {}).items():
+        where = f"tables.{table}.select"
+        protocol = config["protocols"][spec["protocol"]]
+        sectioned = {m for key in kinds.protocol_kinds() for m in (protocol.get(key) or {}).get("methods", [])}
+        for name, select in table_selects(config, table).items():
+            at = f"{where}.{name}"
+            _require(table_methods(config, table), name, at, "method of the table")
+            if name in sectioned:
+                raise ConfigError(f"config key '{at}': '{name}' is trained by the protocol's own section "
+                                  f"({', '.join(k for k in kinds.protocol_kinds() if protocol.get(k))}); "
+                                  "it cannot be selected on a grid")
+            entry = config["methods"][name]
+            points = selection.check_grid(name, entry, method_kind(entry), select, at)
+            roles = [] if spec["datasets"] == "all" else spec["datasets"]
+            for role, values in (select.get("paper") or {}).items():
+                _require(roles, role, f"{at}.paper", "dataset role of the table")
+                for key in values:
+                    _require(select["grid"], key, f"{at}.paper.{role}", "grid key")
+            for point in points:
+                point_entry = selection_point_spec(config, table, point)
+                if "model" in point_entry:
+                    check_model(merged_model(protocol["model"], point_entry["model"]), f"{at}.grid")
+                if point.name in config["methods"]:
+                    raise ConfigError(f"config key '{at}': its grid point '{point.name}' has the name of a method "
+                                      "of the catalogue; rename that method")
+                earlier = named.setdefault(point.name, (point_entry, at))
+                if earlier[0] != point_entry:
+                    raise ConfigError(f"config key '{at}': its grid point '{point.name}' is also a point of "
+                                      f"'{earlier[1]}' with other settings (its selection metric); give one of "
+                                      "them the other's metric")
 
 
 def check_references(config: dict[str, Any]) -> None:
@@ -336,6 +404,7 @@ def check_references(config: dict[str, Any]) -> None:
         for i, name in enumerate(spec["methods"]):
             _require(methods, name, f"{where}.methods.{i}", "method")
     check_recall_heatmap(config)
+    check_selections(config)
     lsf = config.get("figures", {}).get("listsize_figure")
     if lsf and lsf.get("enabled", True):
         _require(config.get("tables", {}), lsf["table"], "figures.listsize_figure.table", "table")
@@ -351,6 +420,7 @@ def check_references(config: dict[str, Any]) -> None:
         for metric in freeze.get("platform_tolerance", {}):
             _require(freeze["metrics"], metric, f"freeze.platform_tolerance.{metric}", "frozen metric")
     check_conventions(config)
+    check_paper_choices(config)
     compare = config.get("compare", {})
     if compare.get("losses") and not freeze:
         raise ConfigError("config key 'compare.losses': comparing needs a 'freeze' section (the frozen protocol)")

@@ -10,7 +10,7 @@ A device's measurements live in one JSON file, ``results/calibration/<device>.js
 An entry is keyed by what it measured (:func:`entry_key`: the measurement kind and the hash of
 its spec), so the same model, loss and batch shape on the same data shape is measured once and
 reused by every job, table and later plan that needs it. ``ltr-bench plan`` adds the entries
-a plan lacks (:mod:`bench.perf.calibrate` measures them); the workflow's cluster requests
+a plan lacks (:mod:`bench.costs.measure` measures them); the workflow's cluster requests
 read the file of the device their jobs run on (:func:`find_calibration`). Reading checks the
 format and the device; a file that does not parse is reported, never silently replaced.
 
@@ -50,6 +50,12 @@ class Device:
 
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "name": self.name, "threads": self.threads}
+
+
+def cpu_timed(kind: str, threads: int) -> bool:
+    """Whether a calibration of ``kind`` with ``threads`` per job times CPU seconds (one thread on
+    the CPU: :func:`bench.costs.measure.clock_for` says why) rather than wall-clock seconds."""
+    return kind == "cpu" and int(threads) == 1
 
 
 def device_slug(device: Device) -> str:

@@ -5,14 +5,17 @@ Both read the study config as the workflow does: ``config/default.yaml``, then e
 Snakemake reads it), validated against the schema.
 
 ``ltr-bench plan TARGET... [--configfile F...] [--device auto|cpu|cuda] [--threads N]
-[--calibration FILE] [--no-calibrate] [--json FILE]`` prints per target and in total the runs,
-steps, GBDT rounds, projected device-hours and the largest per-job peak memory, the longest
-and largest jobs, and what cannot be projected and why; ``--json`` writes every job with its
-projection. Projections come from measurements on this machine's device
-(:mod:`bench.perf.calibrate`), cached in ``results/calibration/``; what is missing is
-measured first (seconds to minutes; ``--no-calibrate`` leaves those jobs unprojected).
-``--calibration FILE`` projects with another machine's measurements (e.g. a GPU node's,
-copied here): then nothing is measured.
+[--calibration FILE] [--no-calibrate] [--exact] [--json FILE] [--compare FILE]`` prints per
+target and in total the runs, steps, GBDT rounds, projected device-hours and the largest
+per-job peak memory, the longest and largest jobs, and what cannot be projected and why;
+``--json`` writes every job with its projection. Projections come from measurements on this
+machine's device (:mod:`bench.costs.measure`), cached in ``results/calibration/``; what is
+missing is measured first (:mod:`bench.costs.calibrate`: a few minutes for the paper study,
+one progress line with an ETA per measurement; Ctrl-C stops it with one line and keeps what
+was measured; ``--no-calibrate`` leaves those jobs unprojected). ``--calibration FILE``
+projects with another machine's measurements (e.g. a GPU node's, copied here): then nothing
+is measured. ``--exact`` measures every job at its own shape (the slow calibration the fast
+one is checked against); ``--compare FILE`` prints this plan's projections over another's.
 """
 
 from __future__ import annotations
@@ -57,9 +60,34 @@ def this_device(requested: str, threads: int):
 
 
 def _cli_plan(args) -> int:
+    """``ltr-bench plan``; an interrupt (Ctrl-C, or SIGTERM from ``kill`` or a scheduler) stops it
+    with one line, the measurement under way killed and the measurements taken kept."""
+    import signal
+
+    held: list = []  # the calibration being filled, named by the interrupt's line
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        return _plan(args, held)
+    except KeyboardInterrupt:
+        kept = f"; {len(held[0].entries)} measurement(s) kept in {held[0].path}, the same command resumes" \
+            if held and held[0].path is not None else ""
+        print(f"ltr-bench plan: interrupted{kept}", file=sys.stderr, flush=True)
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def _plan(args, held: list) -> int:
+    import json
+
     from bench.atomic import write_json
     from bench.costs import plan as planning
     from bench.costs.calibration import load_calibration, open_calibration
+    from bench.costs.model import Context
 
     config = read_config(args.configfile, args.config)
     threads = args.threads or config["threads"]
@@ -67,20 +95,29 @@ def _cli_plan(args) -> int:
         calibration = load_calibration(args.calibration)
     else:
         calibration = open_calibration(this_device(args.device or config["device"], threads), args.calibration_dir)
-    planned = planning.build_plan(config, args.targets, calibration)
+    held.append(calibration)
+    planned = planning.build_plan(config, args.targets, calibration, Context(config, calibration, exact=args.exact))
     needed = planning.missing(planned)
     if needed and not args.no_calibrate and not args.calibration:
-        from bench.perf import calibrate
+        from bench.costs import calibrate, measure
 
         print(f"calibrating {len(needed)} measurement(s) on {calibration.device.kind} "
               f"({calibration.device.name}) into {calibration.path} ...", file=sys.stderr, flush=True)
-        calibrate.preload()
-        planning.calibrate_missing(calibration, needed, calibrate.measure,
-                                   log=lambda m: print(m, file=sys.stderr, flush=True))
-        planned = planning.build_plan(config, args.targets, calibration)
+        measure.preload()
+        done = calibrate.calibrate(calibration, needed, log=lambda m: print(m, file=sys.stderr, flush=True))
+        print(f"calibrated {done.done} measurement(s) in {calibrate.clock_text(done.elapsed())}",
+              file=sys.stderr, flush=True)
+        planned = planning.build_plan(config, args.targets, calibration, Context(config, calibration, exact=args.exact))
     title = (f"Plan of {' '.join(args.targets)} (profile {config['profile']}"
-             + (f"; {' '.join(args.configfile)}" if args.configfile else "") + f"): {len(planned):,} jobs")
+             + (f"; {' '.join(args.configfile)}" if args.configfile else "")
+             + ("; exact calibration" if args.exact else "") + f"): {len(planned):,} jobs")
     sys.stdout.write(planning.render(planned, calibration, title=title))
+    if args.compare:
+        try:
+            other = json.loads(Path(args.compare).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"--compare: {args.compare}: {exc}") from exc
+        sys.stdout.write("\n" + planning.compare(planned, other, label=args.compare))
     if args.json:
         write_json(args.json, planning.plan_json(planned, calibration))
     return 0
@@ -95,6 +132,12 @@ def _cli_status(args) -> int:
              + (f"; {' '.join(args.configfile)}" if args.configfile else "") + f"): {len(states):,} jobs")
     sys.stdout.write(status.render(states, rows, ratios, title=title, cores=args.cores))
     return 0
+
+
+def _cli_plan_check(args) -> int:
+    from bench.costs.scale import report_scale
+
+    return report_scale(args).rc
 
 
 def _add_config_arguments(p) -> None:
@@ -124,6 +167,11 @@ def register_cli(subparsers) -> None:
                    help="where measurements are cached (default: results/calibration)")
     p.add_argument("--no-calibrate", action="store_true", help="measure nothing; jobs lacking measurements are not projected")
     p.add_argument("--json", default=None, metavar="FILE", help="write every job with its projection as JSON")
+    p.add_argument("--exact", action="store_true",
+                   help="measure every job at its own shape (5 %% and 10 %% of each fold, each model with each "
+                   "loss): the slow calibration the default one is checked against")
+    p.add_argument("--compare", default=None, metavar="FILE",
+                   help="also print this plan's projections / those of FILE (a --json plan), per rule")
     p.set_defaults(func=_cli_plan)
     s = subparsers.add_parser("status", help="how far a study is: done/running/remaining jobs, time left",
                               description="Done, running, interrupted and remaining jobs per target and the "
@@ -134,3 +182,16 @@ def register_cli(subparsers) -> None:
                    help="a progress record older than this marks an interrupted run (default 10)")
     s.add_argument("--cores", type=int, default=None, help="also print the wall-clock time left at N jobs side by side")
     s.set_defaults(func=_cli_status)
+    c = subparsers.add_parser("plan-check", help="a finished study's jobs: measured time and peak vs projection and request",
+                              description="Read the job server's log (or run.json) of a finished study and set "
+                              "each job's measured wall time and peak memory beside the projection of `ltr-bench "
+                              "plan --json` and the cluster request; writes markdown (bench/costs/scale.py).")
+    c.add_argument("--plan", required=True, help="ltr-bench plan --json of the run's targets and config")
+    c.add_argument("--configfile", nargs="+", default=[], help="the run's config files (for the requests)")
+    c.add_argument("--job-log", nargs="+", default=None, help="job server logs (default: results/logs/job-server*.log)")
+    c.add_argument("--sacct", default=None, help="sacct output of a cluster run of the same study")
+    c.add_argument("--slurm-logs", default="results/logs",
+                   help="the cluster run's results/logs (its job-server-slurm<jobid>.log files name each job's commands)")
+    c.add_argument("--paper-plan", default=None, help="ltr-bench plan --json of the full paper study")
+    c.add_argument("--out", default="reports/perf/scale.md", help="the markdown written (default: reports/perf/scale.md)")
+    c.set_defaults(func=_cli_plan_check)

@@ -3,7 +3,7 @@ r"""The cost model: a job's projected seconds and peak memory, from its data and
 Each rule that computes on the study's data has one function in :data:`COST_MODELS`; it reads
 the job's resolved config (:func:`bench.config.plan.run_config`, the same file the job reads),
 the shape of its fold (:mod:`bench.data.shapes`) and the measurements of
-:mod:`bench.perf.calibrate` on the device the job runs on, and returns a
+:mod:`bench.costs.measure` on the device the job runs on, and returns a
 :class:`Projection`. A measurement the calibration lacks is listed in
 ``Projection.missing`` (``ltr-bench plan`` measures it and projects again); a job whose fold
 shape cannot be known before ``prepare`` is *unsized*, with the reason.
@@ -28,11 +28,24 @@ most of it. ``2 * 4P``: the float32 weights and the copy of the best epoch's wei
 ``step.work`` is measured beyond the weights (gradients, Adam's two moments, activations);
 during validation the gradients and moments (``3 * 4P``) are still held.
 
+``step`` (:func:`_step`) is composed, so that each model and each loss is measured once: the
+model's step with the point-wise reference loss, plus the loss's own forward and backward pass
+on ``[batch, list]`` scores less the reference loss's (time and working memory): the backward
+pass into the model is the same whatever loss produced the scores' gradient.
+
 **GBDT run**: ``seconds = c(N) + R * r(N)`` with ``R = num_trees`` (early stopping may end
-sooner: an upper bound), ``c`` and ``r`` fitted from runs of 3 and 9 rounds at two sizes;
-peak fitted from the 9-round runs. **Linear, evaluate, prepare**: seconds and peak fitted at
-two sizes. Every fit is a straight line through the two measured sizes (``a + b N``; a
-negative slope, i.e. noise, is taken as 0).
+sooner: an upper bound), ``c`` and ``r`` fitted from runs of 1 and 4 rounds
+(:data:`~bench.costs.measure.GBDT_ROUNDS`) at two sizes. Peak: the fold, the library's binned
+copy of the features (:data:`BIN_BYTES` a value) and the rest as measured at the larger size
+(the process, the trees' buffers): a line through two small sizes overshot 1.5-2x (XGBoost's
+and LightGBM's memory beyond the fold grows with the trees, which fill at a few ten thousand
+documents, not with the documents: 0.5 GB beyond the 64 MB fold at 122,000 documents and
+0.5 GB beyond the 2.07 GB fold at 3.77 million, for XGBoost on the MSLR-sized fold).
+**Linear, evaluate, prepare**: seconds and peak fitted at two sizes. Every fit is a straight
+line through the two measured sizes (``a + b N``; a negative slope, i.e. noise, is taken as 0).
+The sizes are :data:`VALUES` feature values whatever the fold's size (:func:`measured_sizes`),
+so a calibration takes the same few seconds for a fold of 50,000 or 10 million documents; the
+exact calibration (``Context.exact``) measures 5 % and 10 % of each fold instead.
 """
 
 from __future__ import annotations
@@ -47,12 +60,30 @@ from bench.config import plan
 from bench.config.jobs import Job
 from bench.config.run import resolve_metrics_config, resolve_train
 from bench.costs.calibration import Calibration, entry_key
+from bench.costs.measure import REFERENCE_LOSS
 from bench.data.shapes import FoldShape, SplitShape, fold_shape
 
 FLOAT_BYTES = 4  # float32 weights, gradients and Adam moments
 #: part of the ``neural_data`` spec: what a run holds mapped at its peak (a cached measurement
 #: taken when runs held the whole fold has another key and is measured again)
 NEURAL_PAGES = "train+vali, then vali+test"
+#: bytes a GBDT library keeps per feature value of the fold (XGBoost's ``QuantileDMatrix``,
+#: LightGBM's ``Dataset``: one byte a bin index at ``max_bin`` <= 256)
+BIN_BYTES = 1
+#: test queries of the two ``summary`` measurements (:func:`stats`); a smaller table is measured whole
+SUMMARY_QUERIES = (500, 2000)
+#: the largest batch (lists) a model's or a loss's step is measured at; larger ones are scaled (:func:`_step`)
+MEASURED_BATCH = 16
+#: feature values (documents x features, over all splits) of the two generated folds a
+#: size-dependent measurement runs on (:func:`measured_sizes`): the larger one's arrays (64 MB)
+#: exceed the processor's caches, as a planned fold's do, so per-document rates carry over;
+#: 29,400 and 117,600 documents at MSLR's 136 features, 5,700 and 22,900 at Yahoo!'s 700
+VALUES = (4_000_000, 16_000_000)
+
+#: the exact calibration's sizes: fractions of the planned fold, the smaller at least
+#: EXACT_MIN_DOCS; a synthetic prepare at 10 % and 25 % (generating 5 % more documents takes
+#: about a second, which drowned in start-up noise)
+EXACT_FRACTIONS, EXACT_PREPARE_FRACTIONS, EXACT_MIN_DOCS = (0.05, 0.1), (0.1, 0.25), 20_000
 
 
 @dataclass
@@ -82,6 +113,9 @@ class Context:
     config: dict[str, Any]
     calibration: Calibration
     shapes: dict[tuple[str, str], FoldShape | None] = field(default_factory=dict)
+    #: measure every job at its own shape (:data:`EXACT_FRACTIONS`, a model step with the job's
+    #: own loss): the slow calibration the fast one is checked against (``ltr-bench plan --exact``)
+    exact: bool = False
 
     def shape(self, dataset: str, fold: str) -> FoldShape | None:
         if (dataset, fold) not in self.shapes:
@@ -147,6 +181,34 @@ def shape_spec(shape: FoldShape) -> dict[str, Any]:
     return {"n_features": shape.n_features, "splits": {name: _split_spec(s) for name, s in shape.splits.items()}}
 
 
+def measured_sizes(shape: FoldShape, *, exact: bool, prepare: str | None = None) -> list[int]:
+    """Documents of the two generated folds a size-dependent measurement of ``shape`` runs on.
+
+    Fast (the default): :data:`VALUES` feature values, a fold smaller than twice the first
+    measured at half its size and whole.
+    Exact: :data:`EXACT_FRACTIONS` of the fold, the smaller at least :data:`EXACT_MIN_DOCS`
+    documents. A ``prepare`` that generates a synthetic fold is measured at
+    :data:`EXACT_PREPARE_FRACTIONS` of it either way: the generator's peak memory per document
+    at a few ten thousand documents was twice its peak per document at MSLR's size (the
+    projection 6.2 GiB against 3.5 GB measured), and only the default and scale profiles have
+    such a step.
+
+    >>> from bench.data.shapes import FoldShape, SplitShape
+    >>> fold = FoldShape(100, {s: SplitShape(100, 1_000_000) for s in ("train", "vali", "test")}, "published", True)
+    >>> measured_sizes(fold, exact=False)
+    [40000, 160000]
+    >>> measured_sizes(fold, exact=True)
+    [150000, 300000]
+    """
+    total = shape.n_docs
+    if not exact and prepare != "generate":
+        small, large = (max(1, v // max(shape.n_features, 1)) for v in VALUES)
+        return [min(small, max(1, total // 2)), min(large, total)]
+    base = EXACT_PREPARE_FRACTIONS if prepare == "generate" else EXACT_FRACTIONS
+    small = max(base[0], min(0.5, EXACT_MIN_DOCS / max(total, 1)))
+    return [max(1, round(total * small)), max(1, round(total * min(1.0, small * base[1] / base[0])))]
+
+
 def _split_spec(s: SplitShape) -> dict[str, Any]:
     out: dict[str, Any] = {"n_queries": s.n_queries, "n_docs": s.n_docs, "max_list": s.max_list, "lengths": None}
     if s.lengths is not None:
@@ -199,12 +261,13 @@ def neural(ctx: Context, job: Job) -> Projection:
     vali_names = list(dict.fromkeys([*metrics, train["early_stopping_metric"]]))
     need = _Need(ctx, proj)
     common = {"model": model, "n_features": shape.n_features, "amp": bool(train["amp"])}
-    step = need("neural_step", {**common, "loss": entry["loss"], "params": entry.get("params") or {},
-                                "batch_size": train["batch_size"], "list_size": int(L), "grad_clip": train["grad_clip"]})
+    step = _step(ctx, need, {**common, "batch_size": train["batch_size"], "list_size": int(L),
+                             "grad_clip": train["grad_clip"]}, entry["loss"], entry.get("params") or {})
     width = max(1, round(va.docs_cut(tls) / max(va.n_queries, 1)))
     ev = need("neural_eval", {**common, "width": width, "eval_batch_size": train["eval_batch_size"],
                               "metrics": vali_names})
-    data = need("neural_data", {"shape": shape_spec(shape), "list_size": train["list_size"], "test_list_size": tls,
+    data = need("neural_data", {"shape": shape_spec(shape), "sizes": measured_sizes(shape, exact=ctx.exact),
+                                "list_size": train["list_size"], "test_list_size": tls,
                                 "eval_batch_size": train["eval_batch_size"], "pages": NEURAL_PAGES})
     proj.work, proj.steps = f"{steps:,} steps, {budget.n_epochs:,} validations", steps
     proj.bound = proj.bound or train["patience"] is not None
@@ -221,6 +284,40 @@ def neural(ctx: Context, job: Job) -> Projection:
     return proj
 
 
+def _step(ctx: Context, need: _Need, shape: dict[str, Any], loss: str, params: dict[str, Any]) -> dict[str, Any] | None:
+    """One optimiser step of the model of ``shape`` (model, features, batch, list size, ...)
+    with ``loss``: ``step_s``, ``work_bytes``, ``n_params`` (and ``device_work_bytes``).
+
+    Fast: the model's step with :data:`~bench.costs.measure.REFERENCE_LOSS` plus what ``loss``
+    costs beyond it on the same ``[batch, list]`` scores (time and working memory of its
+    forward and backward pass), each measured once whatever their pairs, on a batch of at most
+    :data:`MEASURED_BATCH` lists and scaled to the planned batch ``B`` (``s = B / measured``)::
+
+        step_s = s * (model.step_s + loss.seconds - reference.seconds)
+        work   = state + s * (model.work - state) + s * (loss.work - reference.work)
+
+    (``state = 3 * 4P``: gradients and Adam's two moments, which do not grow with the batch;
+    every list's forward and backward pass is independent of the others'). Exact: the step with
+    ``loss`` itself at the planned batch."""
+    if ctx.exact:
+        return need("model_step", {**shape, "loss": loss, "params": params})
+    batch = min(int(shape["batch_size"]), MEASURED_BATCH)
+    scale = int(shape["batch_size"]) / batch
+    base = need("model_step", {**shape, "batch_size": batch, "loss": REFERENCE_LOSS, "params": {}})
+    scores = {"batch_size": batch, "list_size": shape["list_size"]}
+    own = need("loss_step", {**scores, "loss": loss, "params": params})
+    ref = need("loss_step", {**scores, "loss": REFERENCE_LOSS, "params": {}})
+    if base is None or own is None or ref is None:
+        return None
+    state = 3 * FLOAT_BYTES * base["n_params"]
+    out = {**base, "step_s": scale * (base["step_s"] + max(0.0, own["seconds"] - ref["seconds"])),
+           "work_bytes": state + scale * (max(0, base["work_bytes"] - state) + max(0, own["work_bytes"] - ref["work_bytes"]))}
+    if base.get("device_work_bytes") is not None:
+        loss_dev = max(0, (own.get("device_work_bytes") or 0) - (ref.get("device_work_bytes") or 0))
+        out["device_work_bytes"] = state + scale * (max(0, base["device_work_bytes"] - state) + loss_dev)
+    return out
+
+
 def gbdt(ctx: Context, job: Job) -> Projection:
     """Rule ``gbdt``: see the module docstring."""
     from bench.config.settings import resolve_gbdt
@@ -232,7 +329,8 @@ def gbdt(ctx: Context, job: Job) -> Projection:
         return proj
     cfg = resolve_gbdt(run_cfg, job.wildcards["method"])
     method = {k: v for k, v in entry.items() if k not in ("num_trees", "early_stopping_rounds")}
-    m = _Need(ctx, proj)("gbdt", {"method": method, "metrics": run_cfg.get("metrics"), "shape": shape_spec(shape)})
+    m = _Need(ctx, proj)("gbdt", {"method": method, "metrics": run_cfg.get("metrics"), "shape": shape_spec(shape),
+                                  "sizes": measured_sizes(shape, exact=ctx.exact)})
     proj.work, proj.rounds, proj.bound = f"<= {cfg['num_trees']:,} rounds", cfg["num_trees"], True
     if m is None:
         return proj
@@ -247,13 +345,14 @@ def gbdt(ctx: Context, job: Job) -> Projection:
         peak.append(max(p["peak_bytes"] for p in pts))
         mapped.append(pts[-1].get("fold_bytes"))
     proj.seconds = line(sizes, fixed, n) + rounds * line(sizes, per_round, n)
-    proj.host_bytes = int(peak_fit({"sizes": sizes, "peak_bytes": peak, "fold_bytes": mapped}, shape,
-                                   mapped=shape.nbytes))
+    # the fold, the library's binned copy of its features and the rest as at the larger size
+    rest = peak[-1] - (mapped[-1] or 0) - BIN_BYTES * sizes[-1] * shape.n_features
+    proj.host_bytes = int(shape.nbytes + BIN_BYTES * n * shape.n_features + max(rest, 0))
     return proj
 
 
 def _sized(kind: str, spec_of: Callable[[Context, Job, FoldShape], dict[str, Any]], work: str, *,
-           maps_fold: bool) -> Callable:
+           maps_fold: bool) -> Callable[[Context, Job], Projection]:
     """A cost model fitted at two sizes of the fold: seconds and peak as ``a + b N``
     (:func:`peak_fit`: ``maps_fold`` for a job that reads its whole fold)."""
 
@@ -262,7 +361,10 @@ def _sized(kind: str, spec_of: Callable[[Context, Job, FoldShape], dict[str, Any
         shape = _fold(ctx, job, proj)
         if shape is None:
             return proj
-        m = _Need(ctx, proj)(kind, {**spec_of(ctx, job, shape), "shape": shape_spec(shape)})
+        spec = spec_of(ctx, job, shape)
+        prepare = None if kind != "prepare" else "generate" if spec["synthetic"] else "parse"
+        m = _Need(ctx, proj)(kind, {**spec, "shape": shape_spec(shape),
+                                    "sizes": measured_sizes(shape, exact=ctx.exact, prepare=prepare)})
         if m is not None:
             proj.seconds = line(m["sizes"], m["seconds"], shape.n_docs)
             proj.host_bytes = int(peak_fit(m, shape, mapped=shape.nbytes if maps_fold else None))
@@ -290,8 +392,9 @@ def _prepare_spec(ctx: Context, job: Job, shape: FoldShape) -> dict[str, Any]:
 
 
 def stats(ctx: Context, job: Job) -> Projection:
-    """Rule ``stats``: the table's statistics measured at its size (methods x seeds x the test
-    queries of every dataset and fold it pools)."""
+    """Rule ``stats``: the table's statistics (methods x seeds x the test queries ``Q`` of every
+    dataset and fold it pools) measured at :data:`SUMMARY_QUERIES` queries and fitted ``a + b Q``
+    (every test and bootstrap resample is a pass over the queries); exact: at ``Q`` itself."""
     proj = Projection(work="paired tests, bootstrap")
     table = job.wildcards["table"]
     spec = ctx.config["tables"][table]
@@ -303,11 +406,13 @@ def stats(ctx: Context, job: Job) -> Projection:
                 proj.unsized = "a dataset's test queries are unknown until prepared"
                 return proj
             n_queries += shape.splits["test"].n_queries * max(1, len(spec.get("list_sizes") or []))
+    sizes = [n_queries] if ctx.exact else sorted({min(n_queries, q) for q in SUMMARY_QUERIES})
     m = _Need(ctx, proj)("summary", {"n_methods": len(plan.table_methods(ctx.config, table)),
-                                     "n_seeds": len(plan.table_seeds(ctx.config, table)), "n_queries": n_queries,
+                                     "n_seeds": len(plan.table_seeds(ctx.config, table)), "sizes": sizes,
                                      "metrics": list(spec["metrics"]), "n_boot": ctx.config["stats"]["n_boot"]})
     if m is not None:
-        proj.seconds, proj.host_bytes = m["seconds"], int(m["peak_bytes"])
+        proj.seconds = line(m["sizes"] * 2, m["seconds"] * 2, n_queries)
+        proj.host_bytes = int(line(m["sizes"] * 2, m["peak_bytes"] * 2, n_queries))
     return proj
 
 
@@ -331,7 +436,30 @@ def process(ctx: Context, job: Job) -> Projection:
     return proj
 
 
-#: rule -> cost model; rules not here (run_config, fetch, report: local, or downloads) are not projected
+#: PiRank-NDCG's variants the scaling figure always times besides its losses (``depth1``, ``depth3``,
+#: ``depth1-fullmatrix``: :mod:`bench.perf.scaling`)
+SCALING_PIRANK_CURVES = 3
+
+
+def perf_scaling(ctx: Context, job: Job) -> Projection:
+    """Rule ``perf_scaling`` (``ltr-bench perf scaling``, the scaling figure): an upper bound from
+    its own budget. Each curve at each list size runs one warm-up step, which ends the curve when
+    it alone takes more than ``max_seconds``, then at most ``max_seconds`` of timed steps: so
+    ``curves x sizes x 2 x max_seconds`` at most (growth of a curve stops early when its steps
+    would pass that)."""
+    spec = ctx.config["figures"]["scaling_figure"]
+    curves = SCALING_PIRANK_CURVES + len(set(spec["losses"]) - {"pirank_ndcg"})
+    proj = Projection(work=f"{curves} curves x {len(spec['sizes'])} list sizes", bound=True,
+                      note=f"at most 2 x max_seconds ({spec['max_seconds']:g} s) per curve and list size")
+    proj.seconds = float(curves * len(spec["sizes"]) * 2 * spec["max_seconds"])
+    return proj
+
+
+#: rules run on the submitting machine in seconds (a run config's text, the coverage page, the
+#: report) or downloading (fetch): not projected, and not counted in device time
+LOCAL_RULES = ("run_config", "fetch", "coverage", "report")
+
+#: rule -> cost model; the rules of LOCAL_RULES have none
 COST_MODELS: dict[str, Callable[[Context, Job], Projection]] = {
     "train": neural,
     "gbdt": gbdt,
@@ -344,6 +472,11 @@ COST_MODELS: dict[str, Callable[[Context, Job], Projection]] = {
                      "check_reproduced"), process),
     # issue 26: tables from prepared folds' labels, runs' records or a six-document toy list
     **dict.fromkeys(("computed_table", "toy_sort"), process),
+    # issue 32: the choice of a grid point (reads run.json records) and the selection table
+    **dict.fromkeys(("select", "selection_table"), process),
+    "perf_scaling": perf_scaling,
+    # issue 35: the quality-cost figure's table, from a statistics table and its runs' records
+    "quality_cost": process,
 }
 
 
@@ -365,4 +498,4 @@ def hours(seconds: float | None) -> str:
     return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
-__all__ = ["COST_MODELS", "Context", "Projection", "gib", "hours", "line", "project", "shape_spec"]
+__all__ = ["COST_MODELS", "LOCAL_RULES", "Context", "Projection", "gib", "hours", "line", "project", "shape_spec"]

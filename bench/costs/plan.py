@@ -1,11 +1,10 @@
 """A study's cost before launch: every job of the targets with its projection, summed per target.
 
 :func:`build_plan` takes the jobs of :func:`bench.config.jobs.target_jobs` and projects each
-(:func:`bench.costs.model.project`); :func:`calibrate_missing` measures what the projections
-still lack (``measure`` is :func:`bench.perf.calibrate.measure`, passed in by the CLI, so
-this module stays torch-free) and saves each measurement as it is made, so an interrupted
-calibration resumes where it stopped. :func:`render` prints the plan; :func:`plan_json` is
-the per-job list of ``ltr-bench plan --json``.
+(:func:`bench.costs.model.project`); :func:`missing` is what the projections still lack, which
+:func:`bench.costs.calibrate.calibrate` measures. :func:`render` prints the plan;
+:func:`plan_json` is the per-job list of ``ltr-bench plan --json``; :func:`compare` sets two
+plans' projections side by side (``--compare``: e.g. the fast calibration against the exact one).
 
 Device-hours are the sum of the jobs' projected seconds on the calibrated device, one job at a
 time; a run of ``--cores N`` (or N cluster jobs) divides the training part by at most N.
@@ -13,13 +12,11 @@ time; a run of ``--cores N`` (or N cluster jobs) divides the training part by at
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from bench.config.jobs import Job, target_jobs
-from bench.costs.calibration import Calibration
+from bench.costs.calibration import Calibration, cpu_timed
 from bench.costs.model import Context, Projection, gib, hours, project
 
 
@@ -42,37 +39,6 @@ def missing(planned: list[PlannedJob]) -> dict[str, tuple[str, dict]]:
         if p.projection is not None:
             out.update(p.projection.missing)
     return out
-
-
-def calibrate_missing(calibration: Calibration, needed: dict[str, tuple[str, dict]],
-                      measure: Callable[..., dict], log: Callable[[str], None]) -> None:
-    """Measure every needed entry on the calibration's device, saving after each."""
-    dev = calibration.device
-    for i, (key, (kind, spec)) in enumerate(sorted(needed.items(), key=lambda kv: kv[0]), 1):
-        started = time.perf_counter()
-        result = measure(kind, spec, device=dev.kind, threads=dev.threads)
-        seconds = time.perf_counter() - started
-        calibration.put(kind, spec, result, seconds)
-        calibration.save()
-        log(f"calibrated {i}/{len(needed)} {key} ({_describe(kind, spec)}) in {seconds:.1f} s")
-
-
-def _describe(kind: str, spec: dict[str, Any]) -> str:
-    if kind == "neural_step":
-        return f"{spec['loss']} on {_model(spec['model'])}, batch {spec['batch_size']} x {spec['list_size']}"
-    if kind == "neural_eval":
-        return f"validation of {_model(spec['model'])}, lists of {spec['width']}"
-    if kind == "gbdt":
-        return f"{spec['method'].get('gbdt')} {spec['method'].get('objective')}"
-    if "shape" in spec:
-        return f"{sum(s['n_docs'] for s in spec['shape']['splits'].values()):,} documents"
-    return kind
-
-
-def _model(model: dict[str, Any]) -> str:
-    if model.get("type", "mlp") == "mlp":
-        return "MLP " + ("-".join(map(str, model.get("hidden", []))) or "linear")
-    return f"context-aware {model.get('input_proj')}/{model.get('hidden')}"
 
 
 # ----------------------------------------------------------------------------- summaries
@@ -171,5 +137,38 @@ def plan_json(planned: list[PlannedJob], calibration: Calibration) -> dict[str, 
             "projected_gpu_peak_mb": None if pr is None or pr.gpu_bytes is None else round(pr.gpu_bytes / 2**20),
             "work": None if pr is None else pr.work, "upper_bound": None if pr is None else pr.bound,
             "note": None if pr is None else (pr.unsized or pr.note or None)})
-    return {"device": calibration.device.as_dict(), "calibration": str(calibration.path),
+    dev = calibration.device
+    return {"device": dev.as_dict(), "calibration": str(calibration.path),
+            "clock": "cpu" if cpu_timed(dev.kind, dev.threads) else "wall",
             "summaries": [s.__dict__ for s in summaries(planned)], "jobs": jobs}
+
+
+def compare(planned: list[PlannedJob], other: dict[str, Any], *, label: str) -> str:
+    """This plan's projections against ``other``'s (a ``--json`` plan of the same jobs): per rule,
+    the jobs projected in both and the ratio this / other of their seconds and peak memory
+    (min, median, max), as text."""
+    theirs = {j["output"]: j for j in other.get("jobs", [])}
+    ratios: dict[str, dict[str, list[float]]] = {}
+    for p in planned:
+        pr, them = p.projection, theirs.get(p.job.output)
+        if pr is None or not pr.complete or them is None or not them.get("projected_seconds"):
+            continue
+        row = ratios.setdefault(p.job.rule, {"seconds": [], "peak": []})
+        if pr.seconds:
+            row["seconds"].append(pr.seconds / them["projected_seconds"])
+        if pr.host_bytes and them.get("projected_peak_mb"):
+            row["peak"].append(pr.host_bytes / 2**20 / them["projected_peak_mb"])
+    lines = [f"this plan / {label}, per rule (jobs projected in both; min, median, max):"]
+    for rule, row in sorted(ratios.items()):
+        lines.append(f"  {rule:<10} {len(row['seconds']):>6,} jobs  time {_spread(row['seconds'])}  "
+                     f"peak {_spread(row['peak'])}")
+    if len(lines) == 1:
+        lines.append("  no job is projected in both plans")
+    return "\n".join(lines) + "\n"
+
+
+def _spread(values: list[float]) -> str:
+    if not values:
+        return "n/a"
+    v = sorted(values)
+    return f"{v[0]:.2f} {v[len(v) // 2]:.2f} {v[-1]:.2f}"

@@ -16,7 +16,7 @@ covers the spread of step times on a shared node (jobs side by side on the 2-cor
 node took up to 1.8x their projection, measured alone) and a run that validates slower than
 calibrated; ``MIN_MINUTES`` (10) covers a job's start-up and a busy filesystem. On a cluster (``strict``) the request adds
 ``step``, what the job's SLURM step holds besides the job -- the Snakemake process that runs it
-there and the job server's own pages (measured, ``process`` in :mod:`bench.perf.calibrate`;
+there and the job server's own pages (measured, ``process`` in :mod:`bench.costs.measure`;
 about 0.3 GB): the scheduler accounts the whole step, and a summarising job of 0.45 GB was
 killed for it. A retry (the
 SLURM profile's ``retries``) asks ``attempt`` times as much, so a job

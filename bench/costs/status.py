@@ -4,38 +4,55 @@
 target_jobs`), their outputs, and for runs the progress record a running trainer rewrites
 at least once a minute (:mod:`bench.training.progress`). A job is
 
-- **done** when its output exists (a run: ``run.json``; a prepared fold: ``meta.json``);
+- **done** when its output is this study's and up to date (:func:`up_to_date`), as Snakemake
+  would find it: the output exists (a run: ``run.json``; a prepared fold: ``meta.json``),
+  every job it needs is done and none is newer, and where the output records the settings it
+  was made with, they are this config's (a run config's text, a prepared fold's options). So
+  another profile's outputs at the same paths (the default study's tables, the scale profile's
+  statistics) do not count: the runs they were made from are not this profile's;
 - **running** when its progress record was updated within ``stale_s`` (default 10 minutes:
   ten times the trainers' longest interval between two records);
 - **interrupted** when a record stayed behind longer (the process was killed or failed; the
   next ``snakemake`` reruns it, resuming a neural run from its last checkpoint);
-- **remaining** otherwise (not started; a summarising step that runs in seconds is never
-  seen running).
+- **remaining** otherwise.
 
-Time left = the running runs' own ETA (their record's, less the time since it was written)
-+ the projections (:mod:`bench.costs.model`) of the interrupted and remaining jobs, each rule's
-projections scaled by how its finished runs compared with theirs (``run.json`` wall time /
-projection, when any finished), on the calibration of the device the jobs run on
-(:func:`bench.costs.calibration.find_calibration`). In device-hours: ``--cores N`` jobs side
-by side take at least that divided by N.
+A summarising job's own settings (a table's caption, a figure's spec) are not compared:
+Snakemake reruns it when they change, in seconds; so a summary that needs no other job of the
+study and records nothing of its settings (the toy sorting table, the coverage page) counts as
+done when it exists.
+
+Time left, in device time (one job at a time; ``--cores N`` side by side take at least that
+divided by N) = the running runs' own ETA (their record's, less the time since it was
+written) + the projection (:mod:`bench.costs.model`, the plan's model, on the calibration of
+the device the jobs run on: :func:`bench.costs.calibration.find_calibration`) of every other
+job not done, each rule's projections scaled by how its finished runs compared with theirs
+(``run.json`` wall time / projection, when any finished). A target with a job that has no
+projection (no calibration yet, a fold whose shape is unknown until prepared, a run kind
+without a cost model) shows its time left as unknown, with the reasons, never the sum of the
+others alone. Local steps (:data:`bench.costs.model.LOCAL_RULES`: run configs, the report,
+downloads) are not device time and count 0.
 """
 
 from __future__ import annotations
 
+import json
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.config import plan
 from bench.config.jobs import Job, target_jobs
 from bench.costs.calibration import find_calibration
-from bench.costs.model import Context, project
+from bench.costs.model import LOCAL_RULES, Context, Projection, project
 from bench.costs.sizing import device_kind
 from bench.errors import IntegrityError
 from bench.results import read_run_info
 
 STATES = ("done", "running", "interrupted", "remaining")
 STALE_S = 600.0
+NO_CALIBRATION = "no calibration for its device yet"
 
 
 def done_marker(job: Job) -> Path:
@@ -47,6 +64,69 @@ def done_marker(job: Job) -> Path:
     return Path(job.output)
 
 
+def _run_config_is_this_studys(config: dict[str, Any], job: Job) -> bool:
+    w = job.wildcards
+    try:
+        text = Path(job.output).read_text(encoding="utf-8")
+    except OSError:
+        return False
+    return text == plan.run_config_text(config, w["experiment"], w["dataset"], w["method"])
+
+
+def _prepared_is_this_studys(config: dict[str, Any], job: Job) -> bool:
+    from bench.data.prepare import resolve_options
+    from bench.data.registry import REGISTRY
+
+    spec = config["datasets"][job.wildcards["dataset"]]
+    entry = REGISTRY.get(spec["source"])
+    try:
+        meta = json.loads(done_marker(job).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    wanted = json.loads(json.dumps(resolve_options(spec.get("options"), bool(entry is not None and entry.synthetic))))
+    return meta.get("options") == wanted and meta.get("fold") == job.wildcards["fold"]
+
+
+def _scaling_is_this_studys(config: dict[str, Any], job: Job) -> bool:
+    """The scaling timings' CSV rows name their batch, features, steps and list size."""
+    import csv
+
+    spec = config["figures"]["scaling_figure"]
+    try:
+        with open(job.output, newline="", encoding="utf-8") as fh:
+            rows = list(csv.DictReader(fh))
+        return bool(rows) and all(
+            int(r["batch"]) == spec["batch_lists"] and int(r["n_features"]) == spec["n_features"]
+            and int(r["steps"]) == spec["steps"] and int(r["L"]) in spec["sizes"] for r in rows)
+    except (OSError, KeyError, ValueError):
+        return False
+
+
+#: rule -> whether an existing output records this config's settings (the others are compared
+#: by their inputs only)
+RECORDS = {"run_config": _run_config_is_this_studys, "prepare": _prepared_is_this_studys,
+           "perf_scaling": _scaling_is_this_studys}
+
+
+def up_to_date(config: dict[str, Any], jobs: list[Job]) -> dict[str, float]:
+    """Output -> its marker's mtime, for every job whose output is this study's and up to date
+    (module docstring). ``jobs`` in :func:`~bench.config.jobs.target_jobs`' order (every job
+    after those it needs)."""
+    done: dict[str, float] = {}
+    for job in jobs:
+        try:
+            mtime = done_marker(job).stat().st_mtime
+        except OSError:
+            continue
+        inputs = [done.get(n) for n in job.needs]
+        if any(t is None or t > mtime for t in inputs):
+            continue
+        check = RECORDS.get(job.rule)
+        if check is None or check(config, job):
+            done[job.output] = mtime
+    return done
+
+
 @dataclass
 class JobState:
     job: Job
@@ -56,10 +136,10 @@ class JobState:
     wall_s: float | None = None  # done runs: run.json's wall time
 
 
-def job_state(job: Job, now: float, stale_s: float) -> JobState:
+def job_state(job: Job, now: float, stale_s: float, *, done: bool) -> JobState:
     from bench.training.progress import read_progress
 
-    if done_marker(job).exists():
+    if done:
         wall = None
         if job.is_run:
             try:
@@ -86,60 +166,93 @@ def job_state(job: Job, now: float, stale_s: float) -> JobState:
 class TargetStatus:
     name: str
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STATES, 0))
-    seconds_left: float = 0.0
-    unknown: int = 0  # jobs left whose time cannot be projected
+    seconds_left: float = 0.0  # of the jobs left that are projected
+    projected: int = 0  # jobs left (not local) with a projection
+    bound: bool = False  # some of it is an upper bound (early stopping)
+    unknown: Counter = field(default_factory=Counter)  # "rule: why" -> jobs left without a projection
+
+
+class _Projector:
+    """Projections of jobs on the calibration of their device (one context per device kind)."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config
+        self.contexts: dict[str, Context | None] = {}
+        self.cache: dict[str, Projection | None] = {}
+
+    def __call__(self, job: Job) -> Projection | None:
+        if job.output not in self.cache:
+            kind = device_kind(self.config, job.rule)
+            if kind not in self.contexts:
+                cal = find_calibration(kind, int(self.config["threads"]))
+                self.contexts[kind] = None if cal is None else Context(self.config, cal)
+            ctx = self.contexts[kind]
+            self.cache[job.output] = None if ctx is None else project(ctx, job)
+        return self.cache[job.output]
+
+    def why_not(self, job: Job) -> str | None:
+        """None when ``job`` is projected (or local), else why not."""
+        if job.rule in LOCAL_RULES:
+            return None
+        proj = self(job)
+        if self.contexts[device_kind(self.config, job.rule)] is None:
+            return NO_CALIBRATION
+        if proj is None:
+            return "no cost model"
+        if proj.unsized:
+            return proj.unsized
+        return None if proj.complete else "measurements missing from the calibration"
 
 
 def study_status(config: dict[str, Any], targets: list[str], *, now: float | None = None,
                  stale_s: float = STALE_S) -> tuple[list[JobState], list[TargetStatus], dict[str, float]]:
     """States of every job, per-target rows (+ total) and each rule's measured/projected ratio."""
     now = time.time() if now is None else now
-    states = [job_state(job, now, stale_s) for job in target_jobs(config, targets)]
-    contexts: dict[str, Context | None] = {}
-
-    def projected(job: Job) -> float | None:
-        kind = device_kind(config, job.rule)
-        if kind not in contexts:
-            cal = find_calibration(kind, int(config["threads"]))
-            contexts[kind] = None if cal is None else Context(config, cal)
-        ctx = contexts[kind]
-        proj = None if ctx is None else project(ctx, job)
-        return proj.seconds if proj is not None and proj.complete else None
-
-    ratios = _ratios(states, projected)
+    jobs = target_jobs(config, targets)
+    done = up_to_date(config, jobs)
+    states = [job_state(job, now, stale_s, done=job.output in done) for job in jobs]
+    projector = _Projector(config)
+    ratios = _ratios(states, projector)
     rows: dict[str, TargetStatus] = {}
     total = TargetStatus("total (each job once)")
     for st in states:
-        left = _left(st, projected, ratios)
+        left, bound, why = _left(st, projector, ratios)
         for row in [total, *(rows.setdefault(t, TargetStatus(t)) for t in st.job.targets)]:
             row.counts[st.state] += 1
-            if left is None:
-                row.unknown += st.state != "done" and (st.job.is_run or st.job.rule == "prepare")
+            if why is not None:
+                row.unknown[f"{st.job.rule}: {why}"] += 1
             else:
                 row.seconds_left += left
+                row.bound = row.bound or bound
+                row.projected += st.state != "done" and st.job.rule not in LOCAL_RULES
     return states, [*rows.values(), total], ratios
 
 
-def _ratios(states: list[JobState], projected) -> dict[str, float]:
+def _ratios(states: list[JobState], projector: _Projector) -> dict[str, float]:
     """Per run rule: the finished runs' wall time / their projection (when any finished)."""
     sums: dict[str, list[float]] = {}
     for st in states:
         if st.state == "done" and st.wall_s is not None:
-            p = projected(st.job)
-            if p:
+            p = projector(st.job)
+            if p is not None and p.complete and p.seconds:
                 acc = sums.setdefault(st.job.rule, [0.0, 0.0])
                 acc[0] += st.wall_s
-                acc[1] += p
+                acc[1] += p.seconds
     return {rule: measured / proj for rule, (measured, proj) in sums.items() if proj > 0}
 
 
-def _left(st: JobState, projected, ratios: dict[str, float]) -> float | None:
-    if st.state == "done":
-        return 0.0
+def _left(st: JobState, projector: _Projector, ratios: dict[str, float]) -> tuple[float, bool, str | None]:
+    """``(seconds left, an upper bound?, why there is no projection or None)`` of one job."""
+    if st.state == "done" or st.job.rule in LOCAL_RULES:
+        return 0.0, False, None
     if st.state == "running" and st.eta_s is not None:
-        return st.eta_s
-    p = projected(st.job)
-    return None if p is None else p * ratios.get(st.job.rule, 1.0)
+        return st.eta_s, False, None
+    why = projector.why_not(st.job)
+    if why is not None:
+        return 0.0, False, why
+    p = projector(st.job)
+    assert p is not None and p.seconds is not None
+    return p.seconds * ratios.get(st.job.rule, 1.0), p.bound, None
 
 
 def render(states: list[JobState], rows: list[TargetStatus], ratios: dict[str, float], *, title: str,
@@ -150,17 +263,24 @@ def render(states: list[JobState], rows: list[TargetStatus], ratios: dict[str, f
     header = f"{'target':<22} {'done':>6} {'running':>8} {'interrupted':>12} {'remaining':>10} {'time left':>10}"
     lines += [header, "-" * len(header)]
     for r in rows:
-        left = hours(r.seconds_left) + ("+" if r.unknown else "")
+        left = "unknown" if r.unknown else hours(r.seconds_left) + ("*" if r.bound else "")
         lines.append(f"{r.name:<22} {r.counts['done']:>6,} {r.counts['running']:>8,} {r.counts['interrupted']:>12,} "
                      f"{r.counts['remaining']:>10,} {left:>10}")
     total = rows[-1]
-    lines.append("")
+    lines += ["", "time left: device time of the jobs not done, one at a time"
+              + (" (* an upper bound: early stopping may end runs sooner)" if any(r.bound for r in rows) else "")
+              + "; downloads and local steps not included"]
     if total.unknown:
-        lines.append(f"+ {total.unknown} job(s) left without a projection (no calibration for them: `ltr-bench plan`)")
+        n = sum(total.unknown.values())
+        lines.append(f"unknown: {n:,} job(s) left have no projection, so their targets' time left is unknown "
+                     f"(the {total.projected:,} projected job(s) left: {hours(total.seconds_left)}):")
+        lines += [f"  {k:>5,} x {why}" for why, k in sorted(total.unknown.items())]
+        if any(NO_CALIBRATION in why for why in total.unknown):
+            lines.append("  `ltr-bench plan <the same targets and config files>` calibrates this machine (minutes)")
     if ratios:
         lines.append("finished runs took " + ", ".join(f"{rule} {r:.2f}x" for rule, r in sorted(ratios.items()))
                      + " their projection; the remaining ones are scaled by it")
-    if cores:
+    if cores and not total.unknown:
         lines.append(f"at {cores} job(s) side by side: at least {hours(total.seconds_left / cores)} of wall-clock time")
     for label in ("running", "interrupted"):
         items = [s for s in states if s.state == label]

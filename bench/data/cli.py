@@ -1,8 +1,9 @@
 """``ltr-bench datasets | fetch | prepare | synthetic``: thin wrappers over bench.data.
 
 * ``datasets [--raw-dir D] [--prepared-dir D] [--registry JSON] [--checksum-cache DIR]``:
-  one line per dataset with its status (missing / downloaded / verified / prepared), how it
-  is obtained and its licence.
+  one line per dataset: how it is obtained, its archive's state
+  (:data:`bench.data.fetch.ARCHIVE_STATES`: missing, present but not verified, verified, ...),
+  how many folds were prepared from it, and the exact path its archive belongs at; then the licences.
 * ``fetch NAME [--url URL] [--raw-dir resources/raw] [--registry JSON] [--no-extract]
   [--checksum-cache DIR]``.
 * ``prepare SOURCE --fold FOLD --out DIR [--options JSON] [--raw-dir D] [--registry JSON]
@@ -15,6 +16,9 @@
 source files (hashed by prepare), default ``results/cache/source-sha256``: nothing is written
 next to the user's data. Errors the user can fix arrive here as :class:`bench.errors.BenchError`
 (one line from ``ltr-bench``); nothing is caught wholesale, so a bug keeps its traceback.
+``fetch`` and ``prepare`` write a progress line at least every
+:func:`bench.training.progress.interval_seconds` (the training jobs' heartbeat, without its
+opening line), naming what they do: a download or a parse of a large fold runs for minutes.
 """
 
 from __future__ import annotations
@@ -66,31 +70,60 @@ def _options(text: str | None) -> dict:
     return value
 
 
+def _count(n: int, what: str) -> str:
+    return "-" if n == 0 else f"{n} {what}" + ("s" if n > 1 else "")
+
+
 def _cmd_datasets(args) -> int:
-    from bench.data.fetch import dataset_status
+    from bench.data.fetch import archive_path, archive_state, prepared_by_source
 
     registry = _registry(args)
-    rows = []
+    prepared = prepared_by_source(args.prepared_dir)
+    header = ("name", "obtain", "archive", "prepared", "archive path (where fetch puts it; place a hand-fetched copy here)")
+    rows = [header]
     for ds in registry.values():
-        how = "generated" if ds.synthetic else ("manual" if ds.manual or not ds.urls else "script")
-        rows.append((ds.name, dataset_status(ds, args.raw_dir, args.prepared_dir, args.checksum_cache), how,
-                     ds.archive or "-", ds.licence))
-    widths = [max(len(r[i]) for r in rows + [("name", "status", "obtain", "archive", "")])
-              for i in range(4)]
-    print(f"{'name':<{widths[0]}}  {'status':<{widths[1]}}  {'obtain':<{widths[2]}}  "
-          f"{'archive':<{widths[3]}}  licence")
+        how = "generated" if ds.synthetic else ("manual" if not ds.scripted else ("pip" if ds.pip else "script"))
+        where = archive_path(ds, args.raw_dir)
+        rows.append((ds.name, how, archive_state(ds, args.raw_dir, args.checksum_cache),
+                     _count(len(prepared.get(ds.name, ())), "fold"), "-" if where is None else str(where)))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
     for r in rows:
-        print(f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:<{widths[2]}}  "
-              f"{r[3]:<{widths[3]}}  {r[4]}")
+        print("  ".join(f"{v:<{w}}" for v, w in zip(r, widths)) + "  " + r[-1])
+    licences: dict[str, list[str]] = {}
+    for ds in registry.values():
+        licences.setdefault(ds.licence, []).append(ds.name)
+    print("\nlicences:")
+    for licence, names in licences.items():
+        print(f"  {', '.join(names)}: {licence}")
+    print("\n`ltr-bench fetch NAME` downloads a scripted archive, or verifies (sha256) and extracts one placed "
+          "at its path; `--url URL` fetches it from a mirror")
     return 0
+
+
+def _heartbeat(kind: str, label: str, phase: str):
+    """The job's progress lines (:class:`bench.training.progress.Reporter`, no record file): one
+    at least every interval while a download, an extraction or a parse runs for minutes (none
+    at the start: a quick job, or one that stops at once with its one-line error, prints what it
+    did before); ``log`` prints a message and makes it the phase the next lines name."""
+    from bench.training.progress import Reporter
+
+    reporter = Reporter(None, kind=kind, unit="file", label=label, phase=phase, opening=False)
+
+    def log(message: str) -> None:
+        print(message, flush=True)
+        reporter.phase = message
+
+    return reporter, log
 
 
 def _cmd_fetch(args) -> int:
     from bench.data.fetch import fetch
 
     ds = _dataset(args.name, _registry(args), "fetch")
-    out = fetch(ds, args.raw_dir, url=args.url, extract=not args.no_extract,
-                checksum_cache=args.checksum_cache)
+    reporter, log = _heartbeat("fetch", ds.name, "looking for the archive")
+    with reporter:
+        out = fetch(ds, args.raw_dir, url=args.url, extract=not args.no_extract,
+                    checksum_cache=args.checksum_cache, log=log)
     print(f"{ds.name}: ready in {out}")
     return 0
 
@@ -100,9 +133,12 @@ def _cmd_prepare(args) -> int:
 
     registry = _registry(args)
     _dataset(args.source, registry, "prepare")
-    fold = prepare_fold(args.source, args.fold, args.out, _options(args.options),
-                        raw_dir=args.raw_dir, registry=registry, force=args.force,
-                        checksum_cache=args.checksum_cache)
+    reporter, log = _heartbeat("prepare", f"{args.source}/{args.fold}",
+                               "preparing (reading or generating the splits, filtering, normalising, writing)")
+    with reporter:
+        fold = prepare_fold(args.source, args.fold, args.out, _options(args.options),
+                            raw_dir=args.raw_dir, registry=registry, force=args.force,
+                            checksum_cache=args.checksum_cache, log=log)
     print(f"{args.out}: fingerprint {fold.fingerprint}")
     return 0
 

@@ -16,8 +16,13 @@ The record that an archive was verified lives in the suite's checksum cache
 (:mod:`bench.data.checksum_cache`, the one prepare uses), never beside the archive: ``raw_dir``
 may be the user's own folder, and fetch adds to it only the download and ``extracted/``.
 A file the system refuses (permission denied, a folder where the archive belongs, no space
-left for the download) is :class:`bench.errors.FileAccessError`, one line naming the path;
-only network faults count as an interrupted transfer.
+left for the download) is :class:`bench.errors.FileAccessError`, one line naming the path.
+A host that never answers (its name does not resolve, the connection is refused, silence past
+the timeout: an offline machine, a firewall) is :class:`bench.errors.HostUnreachable`, not an
+interrupted transfer: no byte arrived, so no partial file is claimed; the message names
+``--url`` and the exact path where an archive fetched by hand belongs. Only a transfer that
+broke off after the server answered is :class:`TransferInterrupted`, and its message mentions
+the ``.part`` file only when one with data is on disk (an empty one is removed).
 """
 
 from __future__ import annotations
@@ -26,9 +31,12 @@ import hashlib
 import http.client
 import json
 import os
+import socket
+import ssl
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -44,15 +52,44 @@ from bench.errors import (
     DownloadError,
     ExtractError,
     FileAccessError,
+    HostUnreachable,
     ManualDownloadRequired,
     TransferInterrupted,
     UsageError,
 )
 
-__all__ = ["ChecksumError", "DownloadError", "ManualDownloadRequired", "TransferInterrupted", "dataset_status", "download",
-           "fetch", "find_split_file", "source_sha256"]
+__all__ = ["ChecksumError", "DownloadError", "HostUnreachable", "ManualDownloadRequired", "TransferInterrupted",
+           "ARCHIVE_STATES", "archive_path", "archive_state", "download", "fetch", "find_split_file", "prepared_by_source",
+           "source_sha256"]
 
 _CHUNK = 1 << 20
+
+# why a host gave no answer, by the class of the failure (the first match, most specific
+# first); anything else is shown as the system's own words
+_NO_ANSWER = (
+    (socket.gaierror, "its name does not resolve (no network, or no DNS)"),
+    (ConnectionRefusedError, "the connection was refused"),
+    (TimeoutError, "no answer within {timeout:g} s"),
+    (ssl.SSLError, "the secure connection failed"),
+    (http.client.RemoteDisconnected, "it closed the connection without answering"),
+)
+
+
+class _NoAnswer(Exception):
+    """One attempt got no response from the host (raised before any byte is written)."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+def _no_answer_reason(exc: BaseException, timeout: float) -> str:
+    """What :data:`_NO_ANSWER` says about ``exc`` (a ``URLError`` is judged by its reason)."""
+    reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+    for kind, text in _NO_ANSWER:
+        if isinstance(reason, kind):
+            return f"{text.format(timeout=timeout)} ({reason})"
+    return str(reason) or type(reason).__name__
 
 
 def _move_aside(path: Path) -> Path:
@@ -100,6 +137,8 @@ def _transfer(url: str, part: Path, size: int | None, timeout: float, progress: 
         if exc.code == 416 and start > 0:  # range past the end: the part is already whole
             return
         raise
+    except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:  # before any response
+        raise _NoAnswer(_no_answer_reason(exc, timeout)) from exc
     with resp:
         mode = "ab"
         if start > 0:
@@ -152,20 +191,50 @@ def download(url: str, dest: str | os.PathLike, sha256: str | None, size: int | 
             raise DownloadError(f"{url}: HTTP {exc.code} {exc.reason}; the link may be stale: "
                                 f"pass a mirror with --url, or download the file yourself and "
                                 f"place it at {dest}") from exc
-        except (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError,
-                OSError) as exc:
-            got = part.stat().st_size if part.exists() else 0
+        except _NoAnswer as exc:
             attempt += 1
             if attempt > retries:
-                raise TransferInterrupted(
-                    f"{url}: transfer interrupted after {got} bytes"
-                    + (f" of {size}" if size else "") + f" ({exc!r}); the partial file {part} "
-                    "is kept: run the same command again to resume") from exc
+                raise HostUnreachable(_unreachable_message(url, dest, part, exc.why, attempt)) from exc.__cause__
+            time.sleep(min(2.0 ** attempt * 0.1, 5.0))
+        except (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError,
+                OSError) as exc:
+            attempt += 1
+            if attempt > retries:
+                raise TransferInterrupted(_interrupted_message(url, part, size, exc)) from exc
             time.sleep(min(2.0 ** attempt * 0.1, 5.0))
     verify(part, sha256, size, md5=md5, final_name=dest)
     with file_access(dest, "write"):
         os.replace(part, dest)
     return dest
+
+
+def _partial_bytes(part: Path) -> int:
+    """Bytes in ``part`` (0 when there is none); an empty one is removed: nothing to resume."""
+    got = part.stat().st_size if part.is_file() else 0
+    if got == 0 and part.is_file():
+        with file_access(part, "remove"):
+            part.unlink()
+    return got
+
+
+def _unreachable_message(url: str, dest: Path, part: Path, why: str, attempts: int) -> str:
+    host = urllib.parse.urlsplit(url).netloc
+    got = _partial_bytes(part)
+    kept = (f"; the partial file {part} ({got} bytes, from an earlier run) is kept and will be resumed"
+            if got else "")
+    return (f"cannot reach {host}: {why}, {attempts} attempt(s); nothing was downloaded{kept}. "
+            f"Offline or behind a firewall: pass a mirror this machine can reach with --url URL, or "
+            f"download {url} elsewhere and place the file at {dest.resolve()}")
+
+
+def _interrupted_message(url: str, part: Path, size: int | None, exc: BaseException) -> str:
+    got = _partial_bytes(part)
+    of = f" of {size}" if size else ""
+    if not got:
+        return (f"{url}: the transfer broke off before any data arrived ({exc!r}); no partial file "
+                f"is kept: run the same command again")
+    return (f"{url}: transfer interrupted after {got} bytes{of} ({exc!r}); the partial file {part} "
+            "is kept: run the same command again to resume")
 
 
 def verify(path: Path, sha256: str | None, size: int | None, *, md5: str | None = None,
@@ -215,12 +284,14 @@ def _verified_sha256(ds: Dataset, archive: Path, checksum_cache) -> str | None:
     return digest
 
 
+def _expected_checksum(ds: Dataset) -> str:
+    return (f" (expected sha256 {ds.sha256})" if ds.sha256 else "") + (f" (expected md5 {ds.md5})" if ds.md5 else "")
+
+
 def _manual_message(ds: Dataset, archive: Path) -> str:
     why = "manual-only" if ds.manual else "not downloadable automatically"
     return (f"{ds.name} is {why} ({ds.licence}). Get {ds.archive} from {ds.homepage} and place "
-            f"it at {archive.resolve()}, then run `ltr-bench fetch {ds.name}` again"
-            + (f" (expected sha256 {ds.sha256})" if ds.sha256 else "")
-            + (f" (expected md5 {ds.md5})" if ds.md5 else ""))
+            f"it at {archive.resolve()}, then run `ltr-bench fetch {ds.name}` again" + _expected_checksum(ds))
 
 
 def fetch(ds: Dataset, raw_dir: str | os.PathLike = "resources/raw", *, url: str | None = None,
@@ -247,11 +318,14 @@ def fetch(ds: Dataset, raw_dir: str | os.PathLike = "resources/raw", *, url: str
     if digest is None:
         if not archive.exists():
             urls = (url,) if url else (() if ds.manual else ds.urls)
-            if not urls:
+            if not urls and ds.pip is not None and not ds.manual:
+                pip_download(ds, archive, log=log)
+            elif not urls:
                 if (extracted / MANIFEST).exists() or _has_files(extracted):
                     return extracted  # tree extracted by hand
                 raise ManualDownloadRequired(_manual_message(ds, archive))
-            _download_any(ds, urls, archive, retries=retries, progress=progress, log=log)
+            else:
+                _download_any(ds, urls, archive, retries=retries, progress=progress, log=log)
         else:
             log(f"verifying {archive} ...")
         digest = _verify_and_record(ds, archive, checksum_cache)
@@ -270,7 +344,7 @@ def fetch(ds: Dataset, raw_dir: str | os.PathLike = "resources/raw", *, url: str
 
 def _download_any(ds: Dataset, urls, archive: Path, *, retries: int, progress: bool, log) -> None:
     """Download ``archive`` from the first of ``urls`` that serves it (verified)."""
-    errors = []
+    errors: list[DownloadError] = []
     for u in urls:
         try:
             log(f"downloading {u} -> {archive}")
@@ -279,8 +353,50 @@ def _download_any(ds: Dataset, urls, archive: Path, *, retries: int, progress: b
         except (ChecksumError, TransferInterrupted):
             raise  # a mirror would not fix a bad file; a resume needs the same URL
         except DownloadError as exc:
-            errors.append(str(exc))
-    raise DownloadError("; ".join(errors) + "; " + _manual_message(ds, archive))
+            errors.append(exc)
+    joined = "; ".join(str(e) for e in errors)
+    if all(isinstance(e, HostUnreachable) for e in errors):
+        raise HostUnreachable(f"{ds.name}: {joined}; `ltr-bench fetch {ds.name}` then verifies it"
+                              + _expected_checksum(ds) + f" and extracts it (the file: {ds.archive}, "
+                              f"from {ds.homepage})")
+    raise DownloadError(joined + "; " + _manual_message(ds, archive))
+
+
+def pip_download(ds: Dataset, archive: Path, *, log=print) -> Path:
+    """Put the source distribution of ``ds.pip`` (``"package==version"``) at ``archive``, with pip
+    from the package registry (then verified by :func:`fetch` like any download).
+
+    ``python -m pip download --no-deps --no-binary <package> <requirement> -d <temporary folder>``:
+    the source distribution itself, never a wheel, and nothing else. pip prepares the package's
+    metadata on the way; with setuptools installed it does so in this environment
+    (``--no-build-isolation``: no build dependency is downloaded), else in pip's isolated build
+    environment. The file is moved into place only when pip wrote exactly ``archive``'s name; any
+    failure is a :class:`DownloadError` with pip's last lines and where to put the file by hand.
+    """
+    import importlib.util
+    import subprocess
+    import tempfile
+
+    requirement = ds.pip or ""
+    package = requirement.split("==")[0].strip()
+    base = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", package, "--disable-pip-version-check"]
+    attempts = [[*base, "--no-build-isolation"]] if importlib.util.find_spec("setuptools") is not None else []
+    attempts.append(base)
+    with file_access(archive.parent, "create the folder"):
+        archive.parent.mkdir(parents=True, exist_ok=True)
+    tail = ""
+    for cmd in attempts:
+        with tempfile.TemporaryDirectory(dir=archive.parent, prefix=".pip-") as tmp:
+            log(f"pip download {requirement} (source distribution) -> {archive}")
+            proc = subprocess.run([*cmd, requirement, "-d", tmp], capture_output=True, text=True, check=False)
+            got = sorted(Path(tmp).iterdir())
+            if proc.returncode == 0 and [p.name for p in got] == [archive.name]:
+                with file_access(archive, "write"):
+                    os.replace(got[0], archive)
+                return archive
+            tail = " | ".join((proc.stdout + proc.stderr).strip().splitlines()[-3:]) or f"wrote {[p.name for p in got]}"
+    raise DownloadError(f"pip download {requirement} did not give {archive.name} ({tail}); download the source "
+                        f"distribution from {ds.homepage} and place it at {archive.resolve()}")
 
 
 def _verify_and_record(ds: Dataset, archive: Path, checksum_cache) -> str:
@@ -370,22 +486,44 @@ def source_sha256(path: Path, cache_dir: str | os.PathLike | None = None) -> str
     return cached_sha256(path, cache_dir)
 
 
-def dataset_status(ds: Dataset, raw_dir: str | os.PathLike, prepared_dir: str | os.PathLike,
-                   checksum_cache: str | os.PathLike | None = None) -> str:
-    """``prepared`` | ``verified`` | ``downloaded`` | ``missing`` (``generated`` for synthetic
-    data not yet prepared). Cheap: reads only small records (the archive's in
-    ``checksum_cache``, as :func:`fetch` wrote it), never hashes archives."""
-    prepared = Path(prepared_dir) / ds.name
-    if prepared.is_dir() and any(prepared.glob("*/meta.json")):
-        return "prepared"
+ARCHIVE_STATES = ("verified", "present, not verified", "extracted, archive removed", "extracted by hand",
+                  "partial download", "missing", "generated")
+
+
+def archive_path(ds: Dataset, raw_dir: str | os.PathLike) -> Path | None:
+    """Where the archive of ``ds`` belongs (absolute): where ``fetch`` downloads it and where a
+    hand-fetched copy must be placed; None for generated data."""
+    return None if ds.synthetic or ds.archive is None else (Path(raw_dir) / ds.raw_group / ds.archive).resolve()
+
+
+def archive_state(ds: Dataset, raw_dir: str | os.PathLike, checksum_cache: str | os.PathLike | None = None) -> str:
+    """One of :data:`ARCHIVE_STATES` for ``ds`` under ``raw_dir``. Cheap: reads only small
+    records (the archive's in ``checksum_cache``, as :func:`fetch` wrote it), never hashes an
+    archive: "present, not verified" becomes "verified" by ``ltr-bench fetch NAME``."""
     if ds.synthetic:
         return "generated"
     group = Path(raw_dir) / ds.raw_group
     archive = group / (ds.archive or "")
     if ds.archive and archive.is_file():
-        return "verified" if _verified_sha256(ds, archive, checksum_cache) else "downloaded"
-    if (group / "extracted" / MANIFEST).exists() or _has_files(group / "extracted"):
-        return "verified" if (group / "extracted" / MANIFEST).exists() else "downloaded"
+        return "verified" if _verified_sha256(ds, archive, checksum_cache) else "present, not verified"
+    if (group / "extracted" / MANIFEST).exists():
+        return "extracted, archive removed"
+    if _has_files(group / "extracted"):
+        return "extracted by hand"
     if archive.with_name(archive.name + ".part").exists():
-        return "missing (partial download)"
+        return "partial download"
     return "missing"
+
+
+def prepared_by_source(prepared_dir: str | os.PathLike) -> dict[str, list[str]]:
+    """Registry name -> the prepared folds made from it (``<dataset>/<fold>``, as under
+    ``prepared_dir``; a study names its datasets, e.g. ``mslr-web30k-arf`` from
+    ``mslr-web30k``), read from each fold's ``meta.json``; unreadable ones are skipped."""
+    out: dict[str, list[str]] = {}
+    for meta in sorted(Path(prepared_dir).glob("*/*/meta.json")):
+        try:
+            source = json.loads(meta.read_text(encoding="utf-8"))["dataset"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        out.setdefault(str(source), []).append(meta.parent.relative_to(prepared_dir).as_posix())
+    return out

@@ -165,6 +165,20 @@ def _subset(split: dict, rows: np.ndarray) -> dict:
             "qids": qids, "offsets": offsets}
 
 
+def _drop_cut_queries(splits: dict[str, dict]) -> dict[str, int]:
+    """Drop the last query of every split read from a file (a registry entry with
+    ``last_query_cut``: its files are the first lines of larger ones, so their last query may be
+    cut short and cannot be checked); returns ``split -> the dropped query id``."""
+    dropped = {}
+    for split, sp in splits.items():
+        if sp["qids"].size:
+            dropped[split] = int(sp["qids"][-1])
+            keep = np.ones(sp["qids"].size, dtype=bool)
+            keep[-1] = False
+            splits[split] = _take_queries(sp, keep)
+    return dropped
+
+
 def _carve(train: dict, fraction: float, rng: np.random.Generator) -> tuple[dict, dict]:
     nq = train["qids"].size
     n_vali = int(round(fraction * nq))
@@ -400,6 +414,7 @@ def prepare_fold(source: str, fold: str, out: str | os.PathLike, options: dict |
             pass  # unreadable or stale cache: rebuild it
     t0 = time.perf_counter()
     splits = _synthetic_splits(fold, o)[0] if synthetic else _file_splits(ds, files, o)
+    dropped = _drop_cut_queries(splits) if ds is not None and ds.last_query_cut else {}
     carved = False
     if "vali" not in splits:
         rng = np.random.default_rng(derive_seed(source, fold, "vali-carve", o["seed"]))
@@ -433,6 +448,7 @@ def prepare_fold(source: str, fold: str, out: str | os.PathLike, options: dict |
                                         zip(*np.unique(sp["labels"], return_counts=True))}}
                    for s, sp in splits.items()},
         "options": o, "sources": sources, "vali_carved_from_train": carved,
+        **({"last_query_dropped": dropped} if dropped else {}),
         "train_feature_stats": {k: _floats(v) for k, v in raw_stats.items()},
         "normalization": normalization, "cache_key": cache_key, "fingerprint": fingerprint,
         "prepare_seconds": round(time.perf_counter() - t0, 3),

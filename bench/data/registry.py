@@ -76,6 +76,12 @@ class Dataset:
     # LETOR 3.0 sets are graded by Eval-Score-3.0.pl, LETOR 4.0 sets by Eval-Score-4.0.pl,
     # the others the LightGBM way ("default")
     convention: str = "default"
+    # a requirement ("package==version") whose source distribution on PyPI is the archive:
+    # fetched with pip from the registry (bench.data.fetch.pip_download), verified like a download
+    pip: str | None = None
+    # the split files are the first lines of larger files: the last query of each may be cut
+    # short, so prepare drops it (bench.data.prepare)
+    last_query_cut: bool = False
 
     @property
     def raw_group(self) -> str:
@@ -83,7 +89,7 @@ class Dataset:
 
     @property
     def scripted(self) -> bool:
-        return bool(self.urls) and not self.manual
+        return (bool(self.urls) or self.pip is not None) and not self.manual
 
     def split_patterns(self, fold: str, split: str) -> tuple[str, ...]:
         return tuple(p.format(fold=fold) for p in self.splits.get(split, ()))
@@ -146,6 +152,23 @@ _BUILTIN = [
             split_sizes={"Fold1": {"train": (18_919, 2_270_296), "vali": (6_306, 747_218),
                                    "test": (6_306, 753_611)}},
             **_MSLR),
+    # The first 5,000 lines of MSLR-WEB30K Fold1's train.txt and test.txt, as rankeval's test data
+    # (43 queries each, the last of each possibly cut, so dropped; no validation file, so carved)
+    Dataset(name="mslr-web30k-sample", title="MSLR-WEB30K Fold1, first 5,000 lines (rankeval 0.8.2's test data)",
+            pip="rankeval==0.8.2", archive="rankeval-0.8.2.tar.gz", size=2_288_837,
+            sha256="c7d71602ab7fe0a0281976c1f0e883cb16431f72e4e946e5fd83790449bb21a9", archive_format="tar.gz",
+            splits=_std("rankeval/test/data/msn1.fold1.train.5k.txt", None, "rankeval/test/data/msn1.fold1.test.5k.txt"),
+            file_sha256={
+                "rankeval/test/data/msn1.fold1.train.5k.txt":
+                    "6d1721de961a35fbaef7085dc5b41e2940f0ddb04bab5f7a8566cf7db4158fa6",
+                "rankeval/test/data/msn1.fold1.test.5k.txt":
+                    "13d3c638edd23e482c38f4316c2680c938c2eaedbe096970ab30a48e364463d3"},
+            n_features=136, label_range=(0.0, 4.0), last_query_cut=True,
+            licence="MSLR-WEB30K's Microsoft Research Licence Agreement (MSR-LA), research use; "
+                    "shipped in the rankeval package's source distribution (LGPL-2.1)",
+            homepage="https://pypi.org/project/rankeval/0.8.2/",
+            notes="A sample for end-to-end runs, too small for statistics: drops each file's last query "
+                  "(possibly cut at line 5,000) and carves validation from train (vali_fraction)."),
     Dataset(name="istella", title="Istella LETOR (full)",
             urls=("http://library.istella.it/dataset/istella-letor.tar.gz",),
             archive="istella-letor.tar.gz", size=1_288_401_248,

@@ -10,7 +10,8 @@ log-log slope with the slope the stated form has over the measured list sizes
 entry here and that each entry parses; a plug-in or user loss without one is timed, its verdict
 "no stated cost". Why each form, briefly:
 
-* ``n``: one pass over the list (softmax, ListNet, RMSE);
+* ``n``: one pass over the list (softmax, ListNet, RMSE; PL-Rank, whose samples place the top
+  ``k`` items only);
 * ``n log n``: a sort dominates (ListMLE's label order; PiRank at depth 1 and ARF-relax, whose
   NeuralSort row sums come from a sort plus ``O(k n)`` for ``k`` rows; SoftSort's ``k`` rows;
   the permutahedron projections: a sort and an ``O(n)`` isotonic regression);
@@ -43,6 +44,10 @@ STATED_COMPLEXITY: dict[str, str] = {
     "softrank_spearman": "n log n",
     "softsort_ndcg": "n log n",
     "diffsort_ndcg": "n log^2 n",  # bitonic (odd_even: n^2)
+    "softmax_pointwise": "n",  # one softmax over the C grades per item: O(n C), ARF Table 9's O(n l)
+    "plrank_ndcg": "n",  # n_samples draws of the top k = 10 places (a partial sort), prefix sums over k
+    "gumbel_approxndcg": "n^2",  # ApproxNDCG on sample_size perturbed copies
+    "gumbel_neuralsort_ce": "n^2",  # the NeuralSort cross entropy on sample_size perturbed copies
 }
 
 

@@ -1,6 +1,8 @@
 """The loss registry: one name -> one callable with the common loss signature.
 
-``loss(scores [B, L], labels [B, L], mask bool [B, L], **hyper) -> scalar Tensor``.
+``loss(scores [B, L], labels [B, L], mask bool [B, L], **hyper) -> scalar Tensor``
+(one registered loss, the point-wise grade classifier, takes ``scores [B, L, C]``: its
+entry says so, :attr:`LossInfo.outputs`).
 
 Three ways to name a loss:
 
@@ -41,14 +43,26 @@ class LossInfo:
 
     ``relaxed``: hyperparameters selecting the loss's differentiable path (e.g.
     ``straight_through=False``), used by gradient checks against finite differences.
-    ``stochastic``: the value depends on random draws (ListMLE's tie order), so checks
-    that compare two calls must use tie-free labels or the same generator state.
+    ``stochastic``: the value depends on random draws (ListMLE's tie order, Gumbel noise,
+    sampled rankings), so checks that compare two calls must use tie-free labels or the same
+    generator state and batch shape.
+    ``estimated_gradient``: the gradient is an unbiased estimate of the gradient of the value's
+    expectation over the draws, not the derivative of the value (PL-Rank: the sampled metric
+    is flat between rankings), so finite differences of one call cannot check it.
+    ``outputs``: what the scorer hands the loss. ``"scores"`` (every loss but one): one score
+    per item, ``scores [B, L]``, the common signature below. ``"grade_logits"``: one logit per
+    label grade, ``scores [B, L, C]`` with ``C`` the loss's ``grades`` hyperparameter; the
+    trainer builds a scorer with ``C`` outputs and ranks by its expected grade
+    (:class:`bench.models.ExpectedGrade`), as for ARF's point-wise Softmax
+    (:mod:`bench.losses.grades`).
     """
 
     name: str
     target: str
     relaxed: Mapping[str, Any] = field(default_factory=dict)
     stochastic: bool = False
+    outputs: str = "scores"
+    estimated_gradient: bool = False
 
 
 def _entry(name: str, target: str, **kw: Any) -> tuple[str, LossInfo]:
@@ -78,6 +92,10 @@ BUILTIN: dict[str, LossInfo] = dict(
         _entry("softrank_spearman", "bench.losses.softrank:softrank_spearman"),
         _entry("softsort_ndcg", "bench.losses.relaxed_ndcg:softsort_ndcg"),
         _entry("diffsort_ndcg", "bench.losses.relaxed_ndcg:diffsort_ndcg"),
+        _entry("softmax_pointwise", "bench.losses.grades:softmax_pointwise", outputs="grade_logits"),
+        _entry("plrank_ndcg", "bench.losses.plackett_luce:plrank_ndcg", stochastic=True, estimated_gradient=True),
+        _entry("gumbel_approxndcg", "bench.losses.gumbel:gumbel_approxndcg", stochastic=True),
+        _entry("gumbel_neuralsort_ce", "bench.losses.gumbel:gumbel_neuralsort_ce", stochastic=True),
     ]
 )
 
@@ -249,3 +267,20 @@ def has_parameters(name: str) -> bool:
     if not _is_module_class(obj):
         return False
     return any(p.requires_grad for p in obj().parameters())
+
+
+def grade_outputs(name: str, **hyper: Any) -> int | None:
+    """The number of logits per item a ``"grade_logits"`` loss takes (its ``grades``
+    hyperparameter, from ``hyper`` or the loss's default); None for a loss on scores.
+
+    >>> grade_outputs("ranknet"), grade_outputs("softmax_pointwise"), grade_outputs("softmax_pointwise", grades=3)
+    (None, 5, 3)
+    """
+    entry = info(name)
+    if entry.outputs == "scores":
+        return None
+    if entry.outputs != "grade_logits":
+        raise ValueError(f"loss {name!r}: unknown outputs {entry.outputs!r} (known: scores, grade_logits)")
+    obj = _resolve(entry.target)
+    default = inspect.signature(obj.__init__ if _is_module_class(obj) else obj).parameters["grades"].default
+    return int(hyper.get("grades", default))

@@ -10,8 +10,8 @@ names losses), so nothing here imports a suite until it runs:
 * ``parse`` and ``metrics`` (:mod:`bench.perf.data`): SVMlight parsing vs scikit-learn,
   prepared-cache reload, all metrics on an MSLR-sized fold vs a per-query loop;
 * ``study`` (:mod:`bench.perf.study`): slowest Snakemake jobs from their benchmark files;
-* calibration (:mod:`bench.perf.calibrate`, not a suite): the short measurements of the
-  study's jobs that ``ltr-bench plan`` projects costs from;
+* process memory and forked measurements (:mod:`bench.perf.process`, not a suite, torch-free):
+  also what the calibration of ``ltr-bench plan`` (:mod:`bench.costs.measure`) times with;
 * ``all`` (:mod:`bench.perf.all_suites`): every suite, one markdown per suite, the scaling
   figure, a targets summary, and with ``--device cuda`` a GPU report.
 

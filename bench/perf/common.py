@@ -19,7 +19,6 @@ allocation before.
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import os
 import platform
@@ -30,6 +29,7 @@ from pathlib import Path
 import torch
 
 from bench.errors import UsageError
+from bench.perf.process import status_kib, trim_heap
 
 # --------------------------------------------------------------------------- results
 
@@ -66,24 +66,6 @@ def targets_section(targets: list[Target]) -> list[str]:
 # --------------------------------------------------------------------------- memory
 
 
-def _libc_trim() -> None:
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
-
-
-def _status_kib(field_name: str) -> int | None:
-    try:
-        with open("/proc/self/status", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith(field_name + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        return None
-    return None
-
-
 class PeakMemory:
     """Peak extra memory of the code between :meth:`start` and :meth:`stop`."""
 
@@ -99,11 +81,11 @@ class PeakMemory:
             torch.cuda.reset_peak_memory_stats(self.device)
             self._base = torch.cuda.memory_allocated(self.device)
             return
-        _libc_trim()
+        trim_heap()
         try:
             with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:
                 fh.write("5")
-            self._base = _status_kib("VmRSS")
+            self._base = status_kib("VmRSS")
         except OSError:
             self._base = None
 
@@ -112,7 +94,7 @@ class PeakMemory:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
             return (torch.cuda.max_memory_allocated(self.device) - self._base) / 2**20
-        peak = _status_kib("VmHWM")
+        peak = status_kib("VmHWM")
         if self._base is None or peak is None:
             return None
         return max(peak - self._base, 0) / 1024

@@ -107,8 +107,9 @@ def report_gbdt_devices(args: argparse.Namespace) -> SuiteResult:
             f"- XGBoost {version}, built with CUDA: {'yes' if has_cuda else 'no'}"]
     if device.type == "cuda" and not has_cuda:
         text = "\n".join(head + ["", "This XGBoost build has no CUDA support (`xgboost.build_info()['USE_CUDA']` is "
-                                 "false): nothing to compare. Install XGBoost's CUDA wheel (`pip install xgboost`, "
-                                 "not `xgboost-cpu`) and run again."]) + "\n"
+                                 "false): nothing to compare. Swap in XGBoost's CUDA wheel (`pip install -e .` brings "
+                                 "`xgboost-cpu`: `pip uninstall -y xgboost-cpu && pip install \"xgboost>=2.1\"`, "
+                                 "docs/install.md) and run again."]) + "\n"
         write_text(args.out, text)
         print(text)
         return SuiteResult("gbdt-devices", text, [Target("XGBoost built with CUDA", "no", "yes", False)], 1,

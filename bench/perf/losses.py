@@ -118,6 +118,19 @@ def _inputs(batch: int, length: int, seed: int, dtype: torch.dtype, device: torc
     return make_inputs(batch, length, seed + length, dtype, device)
 
 
+def loss_scores(name: str, scores: torch.Tensor) -> torch.Tensor:
+    """What loss ``name`` is timed on: ``scores [B, L]``, or for a loss on one logit per grade
+    (:func:`bench.losses.grade_outputs`) the logits ``s * c`` for grades ``c = 0..C-1``, ``[B, L, C]``.
+
+    >>> loss_scores("softmax_pointwise", torch.ones(1, 2)).shape
+    torch.Size([1, 2, 5])
+    """
+    grades = losses.grade_outputs(name)
+    if grades is None:
+        return scores
+    return scores.unsqueeze(-1) * torch.arange(grades, dtype=scores.dtype, device=scores.device)
+
+
 COLUMNS = ["L", "loss", "ours fwd+bwd (s)", "ours peak (MiB)", "reference", "ref lists measured b",
            "ref fwd+bwd (s, x B/b)", "ref peak (MiB, b lists)", "speed-up", "rel. diff"]
 
@@ -169,7 +182,8 @@ def report_losses(args: argparse.Namespace) -> SuiteResult:
                 loss = losses.get(name)
                 if isinstance(loss, torch.nn.Module):
                     loss = loss.to(device=device, dtype=dtype)
-                ours = measure(lambda s, loss=loss, labels=labels, mask=mask: loss(s, labels, mask), scores, args.repeats)
+                ours = measure(lambda s, loss=loss, labels=labels, mask=mask: loss(s, labels, mask),
+                               loss_scores(name, scores), args.repeats)
                 entry["ours"], entry["peak"] = ours.seconds, ours.peak_mib
                 row += [fmt(ours.seconds), fmt(ours.peak_mib)]
             except Exception as exc:  # one failing loss must not hide the others' numbers

@@ -62,8 +62,6 @@ SUITES: dict[str, PerfSuite] = dict(
         _suite("study", "slowest Snakemake jobs from results/benchmarks/**/*.tsv", "study", "study"),
         _suite("gbdt-devices", "XGBoost on the GPU vs the CPU: the gbdt run function on one fold, time and per-query "
                "metric differences", "gbdt_devices", "gbdt_devices"),
-        _suite("scale", "a finished study's jobs: measured time and peak vs projection (ltr-bench plan) and request",
-               "scale", "scale"),
         _suite("all", "every suite, the scaling figure and the targets summary (--device cuda: gpu.md)",
                "all_suites", "all"),
     ]

@@ -13,6 +13,14 @@ JSON object (``--spec``) that the workflow builds from the validated config.
 - ``computed-table NAME --input FILE ... --spec JSON --md M --tex T --html H``: render a table
   of ``computed_tables:`` (:mod:`bench.report.computed`: NeuralSort's toy sort, the datasets'
   statistics, the runs' time and memory).
+- ``selection-table NAME --selection REC ... --spec JSON --md M --tex T --html H``: the
+  hyperparameter selection of a table (:mod:`bench.report.selection`): every grid point's
+  validation mean, the chosen one marked; ``table`` takes the same records (``--selection``)
+  to name the chosen points in its caption.
+- ``quality-cost --stats S.parquet --spec JSON --out O.parquet``: the table
+  the quality-cost figure draws (:mod:`bench.report.quality_cost`): per method of a statistics
+  table, its mean metric with a confidence interval over seeds, and its training seconds per
+  epoch and peak memory from the ``run.json`` of the runs named in the spec.
 - ``coverage --doc docs/coverage.md --enabled NAME ... --profile P --html H``: the coverage list
   of every table and figure of the four papers as a report page (:mod:`bench.report.coverage`).
 - ``compare-table --frozen DIR --new P.parquet ... --ledger DIR --spec JSON --md M --html H``:
@@ -35,7 +43,7 @@ from bench.atomic import write_files
 from bench.config.plan import FIGURES
 from bench.errors import UsageError
 from bench.metrics import dropped_column, weight_column
-from bench.results import KEY_COLUMNS, read_frame, read_frames, write_frame
+from bench.results import KEY_COLUMNS, read_frame, read_frames, read_record, write_frame
 
 
 def _spec(text: str) -> dict[str, Any]:
@@ -63,6 +71,10 @@ def _cli_table(args) -> int:
 
     spec = _spec(args.spec)
     spec.setdefault("name", args.name)
+    if args.selection:  # the points chosen on validation, named in the caption
+        from bench.report.selection import caption_sentence
+
+        spec["selected"] = caption_sentence([read_record(p) for p in args.selection], spec)
     stats = read_frame(args.stats)
     paper = load_paper_numbers(args.paper_numbers) if args.paper_numbers else load_paper_numbers()
     _write_table(build_table(stats, spec, paper), args.md, args.tex, args.html)
@@ -77,6 +89,15 @@ def _cli_computed(args) -> int:
     spec.setdefault("name", args.name)
     paper = load_paper_numbers(args.paper_numbers) if args.paper_numbers else load_paper_numbers()
     _write_table(build(list(args.input or []), spec, paper), args.md, args.tex, args.html)
+    return 0
+
+
+def _cli_selection(args) -> int:
+    from bench.report.selection import selection_table
+
+    spec = _spec(args.spec)
+    spec.setdefault("name", f"{args.name}_selection")
+    _write_table(selection_table([read_record(p) for p in args.selection], spec), args.md, args.tex, args.html)
     return 0
 
 
@@ -100,11 +121,12 @@ def _cli_figure(args) -> int:
     if name == "scaling_figure":
         fig = F.scaling_figure(pd.read_csv(_one(inputs, name)), spec.get("steps"), spec.get("batch_lists"))
     elif name == "temperature_figure":
-        fig = F.temperature_figure(F.read_curves(spec["runs"]), spec["metrics"])
+        data = F.temperature_data(F.read_curves(spec["runs"]), spec["metrics"], spec["vali_list_size"], spec["smoothing"])
+        fig = F.temperature_figure(data, spec["vali_list_size"], spec["smoothing"], spec.get("subject"))
     elif name == "listsize_figure":
         data = F.listsize_data(read_frame(_one(inputs, name)), spec["dataset"], spec["l_train"],
                                spec["list_sizes"], spec["metrics"])
-        fig = F.listsize_figure(data)
+        fig = F.listsize_figure(data, spec.get("subject"))
     elif name == "recall_heatmap":
         if not inputs:
             raise UsageError("recall_heatmap: give the evaluated per-query parquet files with --input")
@@ -116,9 +138,25 @@ def _cli_figure(args) -> int:
         fig = heatmap.recall_heatmaps(per_query, spec)
     elif name == "neuralndcg_curves":
         fig = F.neuralndcg_curves(read_frame(_one(inputs, name)))
+    elif name == "quality_cost_figure":
+        from bench.report.quality_cost import quality_cost_figure
+
+        fig = quality_cost_figure(read_frame(_one(inputs, name)), spec)
     else:
         raise UsageError(f"unknown figure {name!r}; known: {', '.join(FIGURES)}")
     F.save(fig, args.png, args.pdf)
+    return 0
+
+
+def _cli_quality_cost(args) -> int:
+    from bench.report.quality_cost import quality_cost_table
+
+    try:
+        table = quality_cost_table(read_frame(args.stats), _spec(args.spec))
+    except ValueError as exc:
+        raise UsageError(f"quality-cost: {exc}") from exc
+    write_frame(table, args.out)
+    print(f"ltr-bench quality-cost: {len(table)} methods -> {args.out}")
     return 0
 
 
@@ -212,13 +250,23 @@ def _table_outputs(p) -> None:
 
 
 def register_cli(subparsers) -> None:
-    """Add ``ltr-bench table``, ``figure`` and ``compare-table``."""
+    """Add ``ltr-bench table``, ``selection-table``, ``figure``, ``computed-table``, ``coverage`` and ``compare-table``."""
     t = subparsers.add_parser("table", help="render a statistics table as Markdown, LaTeX and HTML")
     t.add_argument("name")
     t.add_argument("--stats", required=True, help="results/stats/<table>.parquet")
     t.add_argument("--spec", required=True, help="table spec as JSON (built by the workflow)")
+    t.add_argument("--selection", nargs="*", default=[],
+                   help="selection records (ltr-bench select) whose chosen points the caption names")
     _table_outputs(t)
     t.set_defaults(func=_cli_table)
+    s = subparsers.add_parser("selection-table", help="render a table's hyperparameter selection (every grid point)")
+    s.add_argument("name", help="the table whose methods were selected")
+    s.add_argument("--selection", nargs="+", required=True, help="its selection records (ltr-bench select)")
+    s.add_argument("--spec", required=True, help="JSON (bench.config.plan.selection_table_spec)")
+    s.add_argument("--md")
+    s.add_argument("--tex")
+    s.add_argument("--html")
+    s.set_defaults(func=_cli_selection)
     f = subparsers.add_parser("figure", help="draw one figure as PNG and PDF")
     f.add_argument("name", choices=FIGURES)
     f.add_argument("--spec", default="{}", help="figure spec as JSON")
@@ -232,6 +280,12 @@ def register_cli(subparsers) -> None:
     d.add_argument("--spec", required=True, help="table spec as JSON (built by the workflow)")
     _table_outputs(d)
     d.set_defaults(func=_cli_computed)
+    q = subparsers.add_parser("quality-cost", help="per method: mean metric with a CI over seeds, seconds per epoch, "
+                              "peak memory (the quality-cost figure's table)")
+    q.add_argument("--stats", required=True, help="results/stats/<table>.parquet")
+    q.add_argument("--spec", required=True, help="JSON: table, dataset, metric, methods, runs (built by the workflow)")
+    q.add_argument("--out", required=True, help="the table to write (parquet)")
+    q.set_defaults(func=_cli_quality_cost)
     v = subparsers.add_parser("coverage", help="the coverage list of docs/coverage.md as a report page")
     v.add_argument("--doc", required=True, help="docs/coverage.md")
     v.add_argument("--enabled", nargs="*", help="the tables and figures this profile builds")

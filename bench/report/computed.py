@@ -167,11 +167,13 @@ def dataset_table(inputs: list[str], spec: dict[str, Any], paper: pd.DataFrame |
 
 
 def run_costs(inputs: list[str], spec: dict[str, Any]) -> pd.DataFrame:
-    """Per method: seconds per epoch, epochs, peak host and GPU memory (GB), devices."""
-    from bench.results import read_curve, read_run_info
+    """Per method: seconds per epoch, epochs, peak host and GPU memory (GB), devices. A method
+    selected on validation is timed by its chosen point's runs (``spec["selection"]``: the records)."""
+    from bench.config.selection import keep_chosen
+    from bench.results import read_curve, read_record, read_run_info
 
     rows = []
-    for run in spec["runs"]:
+    for run in keep_chosen(spec["runs"], [read_record(p) for p in spec.get("selection", [])]):
         info, curve = read_run_info(run["dir"]), read_curve(run["dir"])
         peak = info.get("peak_memory") or {}
         cuda = peak.get("cuda_max_allocated_bytes")

@@ -9,9 +9,12 @@ function returning a ``matplotlib.figure.Figure``; :func:`save` writes PNG and P
   exponent of ``seconds ~ L^b`` (paper: ``b = 2`` for depth 1, ``4/3`` for depth 3). A third
   panel times each loss alone and says whether its slope matches the loss's stated cost
   (:func:`stated_slope`, :func:`slope_verdict`).
-- ``temperature_figure`` (PiRank Figs. 5, 8-12): per-epoch validation NDCG@k and training
-  loss for each temperature, averaged over seeds, plus ``1 - training loss`` beside the
-  validation NDCG@10.
+- ``temperature_figure`` (PiRank Figs. 5, 8-12), as the paper draws them: ``1 -`` the relaxed
+  loss and the hard NDCG@10 on validation lists of ``L = 100`` (Fig. 5), validation NDCG@1, 3,
+  5, 15 on the same lists (Figs. 8-11) and the training loss (Fig. 12), for each temperature
+  (mean over seeds), each curve smoothed as TensorBoard smooths (:func:`tensorboard_smooth`,
+  weight 0.9 in PiRank's Appendix D) with the raw curve faint behind, against thousands of
+  iterations (:func:`temperature_data`).
 - ``listsize_figure`` (PiRank Fig. 6): relative NDCG@k change (percent) over the method
   trained at the smallest L_train, per L_test, from the listsize statistics table.
 - ``recall_heatmap`` (ARF Figs. 2-6): :mod:`bench.report.heatmap` (models trained per (m, k)
@@ -19,6 +22,8 @@ function returning a ``matplotlib.figure.Figure``; :func:`save` writes PNG and P
 - ``neuralndcg_curves`` (NeuralNDCG Figs. 1-2): NDCG and NeuralNDCG (with and without
   Sinkhorn scaling, several tau) of the papers' toy lists as one score ``x`` varies, from the
   table :mod:`bench.curves` computes (``ltr-bench loss-curves``).
+- ``quality_cost_figure`` (this suite's own): :mod:`bench.report.quality_cost` (a table's
+  metric with its interval over seeds against seconds per epoch and peak memory, Pareto fronts).
 
 Every figure is drawn from computed tables only (perf CSV, statistics, per-query frames,
 curves); nothing here trains, evaluates or calls a loss.
@@ -38,7 +43,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-from matplotlib.ticker import FixedLocator, FormatStrFormatter, MaxNLocator, NullFormatter  # noqa: E402
+from matplotlib.ticker import FixedLocator, FormatStrFormatter, NullFormatter  # noqa: E402
 
 from bench.atomic import write_files  # noqa: E402
 from bench.report.tables import metric_label  # noqa: E402
@@ -215,37 +220,131 @@ def read_curves(runs) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def temperature_figure(curves: pd.DataFrame, metrics: list[str]):
-    """Validation metrics and training loss per epoch, one line per temperature label."""
+def _title(fig, text: str | None, height_in: float) -> None:
+    """The figure's title above its panels (``text`` None: none), room made for it."""
+    if text:
+        fig.suptitle(text, fontsize=10)
+        fig.tight_layout(rect=(0, 0, 1, 1 - 0.3 / height_in))
+    else:
+        fig.tight_layout()
+
+
+def tensorboard_smooth(values, weight: float) -> np.ndarray:
+    r"""TensorBoard's smoothing of a scalar curve: the exponential moving average *with* its
+    debiasing, as the scalar dashboard draws it.
+
+    For the finite values :math:`v_1, v_2, \dots` of the series, in order,
+
+    .. math:: m_t = w\,m_{t-1} + (1 - w)\,v_t,\quad m_0 = 0, \qquad
+              \tilde v_t = \frac{m_t}{1 - w^t}
+              = \frac{\sum_{i \le t} w^{t-i} v_i}{\sum_{i \le t} w^{t-i}},
+
+    a weighted mean of the values so far (the division removes the pull towards the zero start;
+    the first point is the raw one). A non-finite value is drawn as it is and does not enter the
+    average, and ``w = 0`` leaves the curve raw, as in TensorBoard. PiRank's Appendix D draws its
+    Figs. 5 and 8-12 with ``w = 0.9``.
+
+    >>> [round(float(v), 4) for v in tensorboard_smooth([1.0, 0.0, 0.0], 0.5)]  # 0.5/0.5, 0.25/0.75, 0.125/0.875
+    [1.0, 0.3333, 0.1429]
+    >>> tensorboard_smooth([2.0, float("nan"), 2.0], 0.9).tolist()
+    [2.0, nan, 2.0]
+    """
+    from scipy.signal import lfilter
+
+    v = np.asarray(values, dtype=float)
+    out = v.copy()
+    ok = np.isfinite(v)
+    if weight == 0 or not ok.any():
+        return out
+    finite = v[ok]
+    ema = lfilter([1.0 - weight], [1.0, -weight], finite)
+    out[ok] = ema / (1.0 - weight ** np.arange(1, finite.size + 1))
+    return out
+
+
+#: the validation metric of each of PiRank's Figs. 8-11 (Fig. 5 is NDCG@10 with the relaxed metric)
+PIRANK_METRIC_FIGURES = {"ndcg@1": 8, "ndcg@3": 9, "ndcg@5": 10, "ndcg@15": 11}
+RELAXED_METRIC = "ndcg@10"
+
+
+def temperature_data(curves: pd.DataFrame, metrics: list[str], list_size: int, smoothing: float) -> pd.DataFrame:
+    """The curves of PiRank's Figs. 5 and 8-12, one row per (panel, label, point): columns
+    ``panel, label, kind, kiloiter, raw, smoothed``.
+
+    Per temperature label the seeds' curves are averaged epoch by epoch, then each series is
+    smoothed (:func:`tensorboard_smooth`, weight ``smoothing``) against ``kiloiter``, the epoch's
+    last training step in thousands. Panels: ``fig5`` (kind ``relaxed``: ``1 - vali_L<L>_loss``, the
+    relaxed NDCG@10 on validation lists of ``L = list_size``; kind ``hard``: ``vali_L<L>_ndcg@10``),
+    each other metric on the same lists (kind ``metric``), ``train_loss`` (kind ``loss``: the mean
+    training loss of each epoch's steps).
+
+    >>> curve = pd.DataFrame({"label": "t", "seed_index": 0, "epoch": [1, 2], "step": [500, 1000],
+    ...     "train_loss": [0.5, 0.4], "vali_L9_loss": [0.6, 0.2], "vali_L9_ndcg@10": [0.3, 0.7]})
+    >>> d = temperature_data(curve, ["ndcg@10"], 9, 0.0)
+    >>> d[d.panel == "fig5"][["kind", "kiloiter", "raw"]].values.tolist()
+    [['relaxed', 0.5, 0.4], ['relaxed', 1.0, 0.8], ['hard', 0.5, 0.3], ['hard', 1.0, 0.7]]
+    """
+    prefix = f"vali_L{int(list_size)}_"
+    needed = [f"{prefix}loss", *(f"{prefix}{m}" for m in metrics)]
+    missing = [c for c in needed if c not in curves]
+    if missing:
+        raise ValueError(f"temperature_figure: the run curves have no {missing} columns; its runs record them "
+                         f"on validation lists of L = {list_size} (train.vali_curve_list_size, set by the workflow "
+                         f"from figures.temperature_figure.vali_list_size): retrain them")
     mean = curves.groupby(["label", "epoch"], sort=False).mean(numeric_only=True).reset_index()
-    labels = list(dict.fromkeys(curves["label"]))
-    panels = [*metrics, "train_loss", "relaxed"]
-    ncols = 4
+    series = [("fig5", "relaxed", lambda f: 1.0 - f[f"{prefix}loss"])]
+    if RELAXED_METRIC in metrics:
+        series.append(("fig5", "hard", lambda f: f[f"{prefix}{RELAXED_METRIC}"]))
+    series += [(m, "metric", lambda f, m=m: f[f"{prefix}{m}"]) for m in metrics if m != RELAXED_METRIC]
+    series.append(("train_loss", "loss", lambda f: f["train_loss"]))
+    rows = []
+    for label in dict.fromkeys(curves["label"]):
+        sub = mean[mean.label == label].sort_values("epoch")
+        for panel, kind, column in series:
+            raw = np.asarray(column(sub), dtype=float)
+            rows.append(pd.DataFrame({"panel": panel, "label": label, "kind": kind, "kiloiter": sub["step"] / 1000.0,
+                                      "raw": raw, "smoothed": tensorboard_smooth(raw, smoothing)}))
+    return pd.concat(rows, ignore_index=True)
+
+
+def temperature_figure(data: pd.DataFrame, list_size: int, smoothing: float, subject: str | None = None):
+    """PiRank Figs. 5 and 8-12 from :func:`temperature_data`: each curve smoothed, the raw one
+    faint behind it, against thousands of iterations; the title names ``subject`` (the loss and
+    dataset, :func:`bench.config.plan.figure_subject`)."""
+    panels = list(dict.fromkeys(data["panel"]))
+    labels = list(dict.fromkeys(data["label"]))
+    ncols = 3
     nrows = int(np.ceil(len(panels) / ncols))
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4 * ncols, 3.3 * nrows), squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.4 * ncols, 3.4 * nrows), squeeze=False)
     cmap = plt.get_cmap("viridis")
     colors = {lab: cmap(i / max(1, len(labels) - 1)) for i, lab in enumerate(labels)}
-    hard = next((m for m in metrics if m == "ndcg@10"), metrics[-1])
+    lists = f"validation lists of L = {list_size}"
     for ax, panel in zip(axes.flat, panels):
         for lab in labels:
-            sub = mean[mean.label == lab]
-            if panel == "train_loss":
-                ax.plot(sub.epoch, sub.train_loss, color=colors[lab], label=lab)
-            elif panel == "relaxed":
-                ax.plot(sub.epoch, 1 - sub.train_loss, color=colors[lab], linestyle="--", label=f"{lab}: 1 - loss")
-                ax.plot(sub.epoch, sub[f"vali_{hard}"], color=colors[lab], label=f"{lab}: {metric_label(hard)}")
-            else:
-                ax.plot(sub.epoch, sub[f"vali_{panel}"], color=colors[lab], label=lab)
-        title = {"train_loss": "training loss", "relaxed": f"1 - training loss (dashed) vs validation {metric_label(hard)}"}
-        ax.set_title(title.get(panel, f"validation {metric_label(panel)}"), fontsize=9)
-        ax.set_xlabel("epoch")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_ylabel("loss" if panel == "train_loss" else "metric value")
+            for kind, style in (("relaxed", "-"), ("metric", "-"), ("loss", "-"), ("hard", "--")):
+                sub = data[(data.panel == panel) & (data.label == lab) & (data.kind == kind)]
+                if sub.empty:
+                    continue
+                name = {"relaxed": f"{lab}: 1 - loss", "hard": f"{lab}: {metric_label(RELAXED_METRIC)}"}.get(kind, lab)
+                if smoothing > 0:
+                    ax.plot(sub.kiloiter, sub.raw, color=colors[lab], linestyle=style, alpha=0.25, linewidth=0.8)
+                ax.plot(sub.kiloiter, sub.smoothed, color=colors[lab], linestyle=style, label=name)
+        if panel == "fig5":
+            title = f"PiRank Fig. 5: 1 - relaxed loss (full) and {metric_label(RELAXED_METRIC)} (dashed)"
+        elif panel == "train_loss":
+            title = "PiRank Fig. 12: training loss"
+        else:
+            number = PIRANK_METRIC_FIGURES.get(panel)
+            title = (f"PiRank Fig. {number}: " if number else "") + f"validation {metric_label(panel)}"
+        ax.set_title(title, fontsize=8)
+        ax.set_xlabel("iterations (thousands)")
+        ax.set_ylabel("training loss" if panel == "train_loss" else f"metric on {lists}", fontsize=8)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=6)
     for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)
-    fig.tight_layout()
+    how = f"smoothed as TensorBoard does (weight {smoothing:g}), raw faint behind" if smoothing > 0 else "raw"
+    _title(fig, f"Temperature: {subject or 'PiRank-NDCG@10'}; {how}; mean over seeds", 3.4 * nrows)
     return fig
 
 
@@ -270,7 +369,9 @@ def listsize_data(stats: pd.DataFrame, dataset: str, l_train: dict[str, int], li
     return pd.DataFrame(rows)
 
 
-def listsize_figure(data: pd.DataFrame):
+def listsize_figure(data: pd.DataFrame, subject: str | None = None):
+    """Relative change per test list size, one line per training list size; the title names
+    ``subject`` (the loss and dataset)."""
     metrics = list(dict.fromkeys(data.metric))
     fig, axes = plt.subplots(1, len(metrics), figsize=(3.6 * len(metrics), 3.4), squeeze=False, sharey=True)
     base = int(data.l_train.min())
@@ -289,7 +390,7 @@ def listsize_figure(data: pd.DataFrame):
         ax.grid(True, alpha=0.3)
     axes.flat[0].set_ylabel(f"relative change over L_train = {base} (%)")
     axes.flat[-1].legend(fontsize=7)
-    fig.tight_layout()
+    _title(fig, subject and f"Training vs test list size: {subject}", 3.4)
     return fig
 
 

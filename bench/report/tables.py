@@ -171,6 +171,8 @@ def caption(spec: dict[str, Any], has_paper: bool, published: str = "") -> str:
         parts.append(f"Reproduces {spec['source']}.")
     if spec.get("note"):
         parts.append(spec["note"])
+    if spec.get("selected"):  # the chosen grid points (bench.report.selection.caption_sentence)
+        parts.append(spec["selected"])
     if any(ds.get("stands_for") for ds in spec.get("datasets", [])):
         parts.append("Synthetic stand-ins replace the paper's datasets: compare methods within this table, "
                      "not with the paper's numbers.")
@@ -187,11 +189,40 @@ def caption(spec: dict[str, Any], has_paper: bool, published: str = "") -> str:
         f"{corr}, alpha = {stats['alpha']})."
     )
     parts.extend(_convention_parts(spec, ev))
+    parts.extend(differences_caption(spec))
     if published:
         parts.append(published)
     elif has_paper:
         parts.append("paper (Δ): the number printed in the source paper and ours minus it.")
     return " ".join(parts)
+
+
+def differences_caption(spec: dict[str, Any]) -> list[str]:
+    """The caption's "Differences from the paper": every value of the table's protocol and datasets
+    that its paper does not state or that the suite sets otherwise, with the reason the config gives
+    where it sets it (``choices``; :func:`bench.report.paper_settings.table_differences`). None for a
+    table without the paper's own datasets.
+
+    >>> spec = {"protocol": "x", "choices": [{"scope": "protocol", "role": None, "label": "", "key": "train.batch_size",
+    ...     "value": "16", "reason": "not stated"}, {"scope": "dataset", "role": "r", "label": "D",
+    ...     "key": "options.clip", "value": 1.0, "reason": "huge values"}]}
+    >>> head, listed = differences_caption(spec)[0].split(": ", 1)
+    >>> head
+    "Differences from the paper (values it does not state are this suite's choices)"
+    >>> listed
+    'train.batch_size = 16 (not stated); D: options.clip = 1.0 (huge values).'
+    """
+    from bench.report.paper_settings import table_differences
+
+    groups: dict[tuple[str, str], list[str]] = {}  # keys sharing a reason are listed together
+    for it in table_differences(spec):
+        value = "none" if it["value"] is None else it["value"]
+        key = f"{it['key']} = {value}" if value != "default" else f"{it['key']} = the loss's default"
+        groups.setdefault((it["label"] if it["scope"] == "dataset" else "", it["reason"]), []).append(key)
+    if not groups:
+        return []
+    shown = [f"{label + ': ' if label else ''}{', '.join(keys)} ({reason})" for (label, reason), keys in groups.items()]
+    return ["Differences from the paper (values it does not state are this suite's choices): " + "; ".join(shown) + "."]
 
 
 def _convention_parts(spec: dict[str, Any], ev: dict[str, Any]) -> list[str]:

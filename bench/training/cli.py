@@ -27,7 +27,7 @@ from bench.training.common import DEVICE_CHOICES
 HELP = {
     "train": {"method": "key under methods: in the config",
               "config": "YAML or JSON config with methods/model/train/metrics",
-              "quiet": "no progress bar; a progress line at least every 60 s ($LTR_BENCH_PROGRESS_SECONDS) and after "
+              "quiet": "no progress bar; a progress line at least every 30 s ($LTR_BENCH_PROGRESS_SECONDS) and after "
                        "each validation",
               "threads": "torch intra-op threads (0: torch's default)"},
     "gbdt": {"method": "key under methods: in the config (with gbdt: ...)",

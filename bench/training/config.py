@@ -39,6 +39,11 @@ schema's ``$defs/train``, ``workflows/schemas/config.schema.yaml``, read by
 - ``amp`` (false): bfloat16 autocast of the model on CUDA (ignored on CPU, with a note);
   the loss is always computed in float32.
 - ``eval_batch_size`` (256): lists per evaluation batch (capped at 65,536 padded slots).
+- ``vali_curve_list_size`` (null): ``L``: also record, every epoch, the loss and the validation
+  metrics on the validation queries cut to ``L`` documents (``curve.csv`` columns
+  ``vali_L<L>_loss``, ``vali_L<L>_<metric>``; :mod:`bench.training.vali_curve`). What PiRank's
+  Fig. 5 plots; the workflow sets it for the temperature figure's runs only. It changes no
+  other output of the run, and is not part of the protocol.
 - ``keep_checkpoint`` (false): keep the checkpoint directory after a successful run.
 
 The **protocol** recorded in run.json (and hashed) holds dataset, fold, preprocessing
@@ -52,7 +57,7 @@ from typing import Any
 
 from bench.errors import ConfigError
 
-NOT_PROTOCOL = ("tau_schedule", "eval_batch_size", "keep_checkpoint")
+NOT_PROTOCOL = ("tau_schedule", "eval_batch_size", "keep_checkpoint", "vali_curve_list_size")
 
 
 def check(cond: bool, key: str, msg: str) -> None:

@@ -49,10 +49,13 @@ a split): LightGBM bins them into its datasets (``free_raw_data``) and predicts 
 split from the mapping; XGBoost (``tree_method hist``) builds ``QuantileDMatrix`` objects
 (train; vali with the training cuts) and scores the test split with ``inplace_predict``
 (:func:`_xgboost_matrices`: bit-identical to the ``DMatrix`` path, without its 8-byte-an-entry
-copy of the training features). Progress: our eval function logs a line and rewrites the
-progress record (:mod:`bench.training.progress`) at the second round and at least every
-interval: round/total, seconds per round, elapsed, an ETA that is an upper bound (early
-stopping may end sooner), the validation metric and the best round so far.
+copy of the training features). Progress (:mod:`bench.training.progress`): a line and the
+record at the job's start and then at least every interval, whatever runs: from our eval
+function once rounds are counted (round/total, seconds per round, elapsed, an ETA that is an
+upper bound, early stopping may end sooner, the validation metric and the best round so
+far), from the reporter's heartbeat while the fold loads, XGBoost builds its matrices, the
+first round sets the library up, the test split is scored and the run written (each a phase
+the line names).
 """
 
 from __future__ import annotations
@@ -141,6 +144,11 @@ class GbdtFit:
         if self.progress is not None:
             self.progress.restart()
 
+    def phase(self, what: str | None) -> None:
+        """What the fit does now, for the progress lines (None: counting rounds)."""
+        if self.progress is not None:
+            self.progress.reporter.phase = what
+
     def finished(self) -> None:
         """The library's fit returned: its training time is the fit's, our metric's excluded
         (the library's own update of the validation scores, one tree a round, stays in, and
@@ -160,8 +168,9 @@ class GbdtFit:
 
 class _RoundProgress:
     """Progress of the boosting rounds (:mod:`bench.training.progress`): a line and the record
-    at the second round and then at least every interval, from our eval function (both
-    libraries call it once per round). The first round only starts the clock: its time holds
+    from the second round on at least every interval, from our eval function (both
+    libraries call it once per round; the reporter's heartbeat fills any longer gap). The
+    first round only starts the clock: its time holds
     the library's set-up (LightGBM bins the datasets inside ``lgb.train``: 40 s on the
     MSLR-sized fold, against ~2 s a round). Seconds per round are recent (the rounds since
     the previous line); the ETA, remaining rounds x seconds per round, is an upper bound:
@@ -176,6 +185,7 @@ class _RoundProgress:
     def restart(self) -> None:
         self.t_last, self.n_last, self.unit_s = time.perf_counter(), 0, None
         self.best, self.best_at = None, 0
+        self.reporter.phase = "round 1 (with the library's set-up)"
 
     def round(self, history: list[float]) -> None:
         done, value = len(history), history[-1]
@@ -183,9 +193,11 @@ class _RoundProgress:
             self.best, self.best_at = value, done
         if done == 1:  # its time is the library's set-up (LightGBM bins the data here), not a round's
             self.t_last, self.n_last = time.perf_counter(), 1
+            self.reporter.phase = f"round 1/{self.total} done (with the library's set-up); timing the next rounds"
             return
         if not self.reporter.due():
             return
+        self.reporter.phase = None  # a counted line
         now = time.perf_counter()
         self.unit_s = (now - self.t_last) / max(done - self.n_last, 1)
         self.t_last, self.n_last = now, done
@@ -289,6 +301,7 @@ def _train_xgboost(g: GbdtFit) -> tuple[np.ndarray, dict[str, Any]]:
     def metric(predt, _dmatrix):
         return cfg["early_stopping_metric"], g.score_round(predt)
 
+    g.phase("building XGBoost's matrices (quantile sketch of the training features)")
     matrices = list(_xgboost_matrices(g, xgb))  # (train, vali); cleared before the test split is scored
     params = {"objective": cfg["objective"], "disable_default_eval_metric": 1, "seed": g.seed_value, **cfg["params"]}
 
@@ -311,7 +324,8 @@ def _train_xgboost(g: GbdtFit) -> tuple[np.ndarray, dict[str, Any]]:
     booster = None
     if g.want_gpu and "device" not in cfg["params"]:
         if not xgb.build_info().get("USE_CUDA", False):
-            log("XGBoost was built without CUDA; training on CPU")
+            log("XGBoost was built without CUDA (xgboost-cpu, what `pip install -e .` brings; docs/install.md, "
+                "\"XGBoost on a GPU\", swaps in the CUDA build); training on CPU")
         else:
             try:
                 booster = fit("cuda")
@@ -388,32 +402,37 @@ def gbdt_run(
     thread_key = "num_threads" if cfg["gbdt"] == "lightgbm" else "nthread"
     if threads and thread_key not in cfg["params"]:
         cfg["params"][thread_key] = int(threads)
-    run = load_fold(prepared_dir, method=method, seed=seed)
-    want_gpu = device != "cpu" and _gpu_visible()
-    if device == "cuda" and not want_gpu:
-        log("CUDA requested but no GPU is visible; training on CPU")
-    g = _gbdt_fit(cfg, run, want_gpu)
-    label = "/".join(str(v) for v in run.identity.values())
-    g.progress = _RoundProgress(Reporter(out_dir, kind="gbdt", unit="round", label=label), cfg, g.higher, started)
-    t_fit = time.perf_counter()
-    raw, record = _fit_library(g, run)
-    fit_seconds = time.perf_counter() - t_fit
-    scores = np.asarray(raw, dtype=np.float32)  # evaluate exactly what scores.npy stores
-    if not np.isfinite(scores).all():
-        raise TrainingDiverged(f"methods.{method}: the model produced non-finite test scores")
-    _, ys, os_, qs = g.data[2]
-    frame = evaluate_split(scores, ys, os_, cfg["metrics"], query_ids=qs)
-    stop = cfg["early_stopping_metric"]
-    protocol = run.protocol("gbdt", SEEDING, early_stopping_metric=stop, metrics=cfg["metrics"])
-    result = _result(g, record, frame, fit_seconds=fit_seconds)
-    if not quiet:
-        log(
-            f"{cfg['gbdt']} {cfg['objective']}: {record['rounds_trained']} rounds, best {record['best_iteration']}, "
-            f"vali {stop} {result['best_vali']}, {fit_seconds:.1f}s on {record['device']}"
-        )
-    output = RunOutput(scores, frame, _curve(cfg, g.history), _facts(g, record, result, started))
-    out = write_result(out_dir, run, output, kind="gbdt", config=cfg, device_requested=device, protocol=protocol)
-    g.progress.reporter.clear()  # the run directory is written: the record has served
+    reporter = Reporter(out_dir, kind="gbdt", unit="round", label=f"{method}/{seed}", total=cfg["num_trees"],
+                        phase="loading the fold")
+    with reporter:  # a line at least every interval from here on, whatever the libraries do
+        run = load_fold(prepared_dir, method=method, seed=seed)
+        reporter.label = "/".join(str(v) for v in run.identity.values())
+        want_gpu = device != "cpu" and _gpu_visible()
+        if device == "cuda" and not want_gpu:
+            log("CUDA requested but no GPU is visible; training on CPU")
+        g = _gbdt_fit(cfg, run, want_gpu)
+        g.progress = _RoundProgress(reporter, cfg, g.higher, started)
+        t_fit = time.perf_counter()
+        raw, record = _fit_library(g, run)
+        fit_seconds = time.perf_counter() - t_fit
+        reporter.phase = "scoring the test split"
+        scores = np.asarray(raw, dtype=np.float32)  # evaluate exactly what scores.npy stores
+        if not np.isfinite(scores).all():
+            raise TrainingDiverged(f"methods.{method}: the model produced non-finite test scores")
+        _, ys, os_, qs = g.data[2]
+        frame = evaluate_split(scores, ys, os_, cfg["metrics"], query_ids=qs)
+        stop = cfg["early_stopping_metric"]
+        protocol = run.protocol("gbdt", SEEDING, early_stopping_metric=stop, metrics=cfg["metrics"])
+        result = _result(g, record, frame, fit_seconds=fit_seconds)
+        if not quiet:
+            log(
+                f"{cfg['gbdt']} {cfg['objective']}: {record['rounds_trained']} rounds, best {record['best_iteration']}, "
+                f"vali {stop} {result['best_vali']}, {fit_seconds:.1f}s on {record['device']}"
+            )
+        reporter.phase = "writing the run directory"
+        output = RunOutput(scores, frame, _curve(cfg, g.history), _facts(g, record, result, started))
+        out = write_result(out_dir, run, output, kind="gbdt", config=cfg, device_requested=device, protocol=protocol)
+    reporter.clear()  # the run directory is written (and the heartbeat stopped): the record has served
     return out
 
 

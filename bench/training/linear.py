@@ -61,6 +61,7 @@ from bench.errors import TrainingDiverged
 from bench.provenance import cpu_name, host_peak_rss_bytes
 from bench.results import training_timing
 from bench.training.common import RunOutput, check_device, evaluate_split, load_fold, log, write_result
+from bench.training.progress import Reporter
 
 SEEDING = "none: the least-squares fit is deterministic"
 
@@ -211,34 +212,44 @@ def linear_run(
     started = time.perf_counter()
     check_device(device)
     cfg = settings
-    run = load_fold(prepared_dir, method=method, seed=seed)
-    train, vali, test = (run.prepared.splits[s] for s in ("train", "vali", "test"))
-    t_path = time.perf_counter()
-    path = ridge_path(train.features, train.labels)
-    path_seconds = time.perf_counter() - t_path
-    sel = select_penalty(path, cfg["penalties"], (train, vali), cfg["early_stopping_metric"], cfg["metrics"])
-    scores = predict(test.features, sel.weights, sel.intercept).astype(np.float32)
-    if not np.isfinite(scores).all():
-        raise TrainingDiverged(f"methods.{method}: the least-squares fit produced non-finite test scores")
-    frame = evaluate_split(scores, np.asarray(test.labels), np.asarray(test.offsets), cfg["metrics"],
-                           query_ids=np.asarray(test.qids))
-    if not quiet:
-        log(f"least squares: penalty {sel.penalty:g} of {len(sel.penalties)}, vali "
-            f"{cfg['early_stopping_metric']} {sel.vali[sel.index]:.5f}")
-    protocol = run.protocol("linear", SEEDING, linear=cfg["linear"], penalties=cfg["penalties"],
-                            early_stopping_metric=cfg["early_stopping_metric"], metrics=cfg["metrics"])
-    facts = {
-        "device": "cpu",
-        "device_name": cpu_name(),
-        "wall_time_s": time.perf_counter() - started,
-        "peak_memory": {"host_max_rss_bytes": host_peak_rss_bytes(), "cuda_max_allocated_bytes": None},
-        "threads_requested": threads,
-        # the Gram pass over the training documents and the grid's solves; no epochs
-        **training_timing(path_seconds + sel.solve_seconds, int(np.asarray(train.labels).shape[0]), None),
-        "result": _result(cfg, sel, frame, path),
-    }
-    output = RunOutput(scores, frame, _curve(cfg, sel), facts)
-    return write_result(out_dir, run, output, kind="linear", config=cfg, device_requested=device, protocol=protocol)
+    reporter = Reporter(out_dir, kind="linear", unit="penalty", label=f"{method}/{seed}", total=len(cfg["penalties"]),
+                        phase="loading the fold")
+    with reporter:  # a line at least every interval: the phases below, each one BLAS call or a few
+        run = load_fold(prepared_dir, method=method, seed=seed)
+        reporter.label = "/".join(str(v) for v in run.identity.values())
+        train, vali, test = (run.prepared.splits[s] for s in ("train", "vali", "test"))
+        reporter.phase = "the Gram pass over the training documents"
+        t_path = time.perf_counter()
+        path = ridge_path(train.features, train.labels)
+        path_seconds = time.perf_counter() - t_path
+        reporter.phase = f"solving and validating {len(cfg['penalties'])} penalties"
+        sel = select_penalty(path, cfg["penalties"], (train, vali), cfg["early_stopping_metric"], cfg["metrics"])
+        reporter.phase = "scoring the test split"
+        scores = predict(test.features, sel.weights, sel.intercept).astype(np.float32)
+        if not np.isfinite(scores).all():
+            raise TrainingDiverged(f"methods.{method}: the least-squares fit produced non-finite test scores")
+        frame = evaluate_split(scores, np.asarray(test.labels), np.asarray(test.offsets), cfg["metrics"],
+                               query_ids=np.asarray(test.qids))
+        if not quiet:
+            log(f"least squares: penalty {sel.penalty:g} of {len(sel.penalties)}, vali "
+                f"{cfg['early_stopping_metric']} {sel.vali[sel.index]:.5f}")
+        protocol = run.protocol("linear", SEEDING, linear=cfg["linear"], penalties=cfg["penalties"],
+                                early_stopping_metric=cfg["early_stopping_metric"], metrics=cfg["metrics"])
+        facts = {
+            "device": "cpu",
+            "device_name": cpu_name(),
+            "wall_time_s": time.perf_counter() - started,
+            "peak_memory": {"host_max_rss_bytes": host_peak_rss_bytes(), "cuda_max_allocated_bytes": None},
+            "threads_requested": threads,
+            # the Gram pass over the training documents and the grid's solves; no epochs
+            **training_timing(path_seconds + sel.solve_seconds, int(np.asarray(train.labels).shape[0]), None),
+            "result": _result(cfg, sel, frame, path),
+        }
+        reporter.phase = "writing the run directory"
+        out = write_result(out_dir, run, RunOutput(scores, frame, _curve(cfg, sel), facts), kind="linear", config=cfg,
+                           device_requested=device, protocol=protocol)
+    reporter.clear()  # the run directory is written (and the heartbeat stopped): the record has served
+    return out
 
 
 def _result(cfg: dict[str, Any], sel: Selection, frame: pd.DataFrame, path: RidgePath) -> dict[str, Any]:

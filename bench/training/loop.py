@@ -47,6 +47,7 @@ from bench.training.device import autocast, feature_store
 from bench.training.loss import LossCall
 from bench.training.progress import Reporter
 from bench.training.state import CHECKPOINT_FORMAT, Trainables, TrainState, load_checkpoint, save_checkpoint
+from bench.training.vali_curve import curve_lists, curve_row
 
 EXIT_ENV = "BENCH_TRAIN_EXIT_AFTER_EPOCH"
 EXIT_STATUS = 75
@@ -94,6 +95,9 @@ def setup(cfg: dict[str, Any], loss_call: LossCall, prepared, parts: tuple, devi
     list_size = tc["list_size"] or max(int(lengths.max()), 1)
     evals = {s: eval_lists(splits[s], device, list_size=tc["test_list_size"], batch_lists=tc["eval_batch_size"],
                            dataset=parts[0], fold=parts[1], split=s) for s in ("vali", "test")}
+    curve = curve_lists(splits["vali"], device, tc, dataset=parts[0], fold=parts[1])
+    if curve is not None:  # PiRank Figs. 5, 8-12: the validation curve on cut lists (bench.training.vali_curve)
+        evals["vali_curve"] = curve
     trainables, params = _trainables(cfg, loss_call, parts, splits["train"].features.shape[1], device)
     budget = Budget.of(tc, splits["train"].n_queries)
     return Fit(cfg, loss_call, parts, device, store, splits, evals, list_size, trainables, params, budget)
@@ -103,7 +107,7 @@ def _trainables(cfg, loss_call: LossCall, parts: tuple, n_features: int, device:
     """Model (seeded ``init``), loss parameters, Adam, then the ``dropout``/``lists``/``loss`` draws."""
     tc = cfg["train"]
     torch.manual_seed(derive_seed(*parts, "init"))
-    model = build_model(cfg["model"], n_features).to(device)
+    model = build_model(cfg["model"], n_features, grades=loss_call.grades).to(device)
     loss_module = loss_call.module.to(device) if loss_call.module is not None else None
     params = list(model.parameters()) + (list(loss_module.parameters()) if loss_module is not None else [])
     opt = torch.optim.Adam(params, lr=tc["lr"], weight_decay=tc["weight_decay"])
@@ -113,11 +117,12 @@ def _trainables(cfg, loss_call: LossCall, parts: tuple, n_features: int, device:
     return Trainables(model, opt, loss_module, list_gen, loss_gen, device), params
 
 
-def fit(f: Fit, *, quiet: bool, ckpt_path: Path, key: str, run_dir: Path | None = None) -> dict[str, Any]:
+def fit(f: Fit, *, quiet: bool, ckpt_path: Path, key: str, reporter: Reporter | None = None) -> dict[str, Any]:
     """Resume or start, run epochs until a budget or patience ends, score the test split.
 
-    ``run_dir`` (the run directory to be) names the progress record
-    (:func:`bench.training.progress.progress_path`); None writes none.
+    ``reporter``: the run's progress reporter, opened by the caller when the job started
+    (:class:`bench.training.progress.Reporter`: its record names the run directory to be);
+    None: lines only, no record.
     """
     state = TrainState()
     ck = load_checkpoint(ckpt_path, key, log)
@@ -125,7 +130,7 @@ def fit(f: Fit, *, quiet: bool, ckpt_path: Path, key: str, run_dir: Path | None 
         f.trainables.restore(ck)
         state = TrainState.from_checkpoint(ck)
         log(f"resuming {'/'.join(map(str, f.parts))} from the checkpoint after epoch {state.epoch}")
-    progress = _Progress(f, state, quiet=quiet, run_dir=run_dir)
+    progress = _Progress(f, state, quiet=quiet, reporter=reporter)
     segment_start = time.perf_counter()
     try:
         while not state.done:
@@ -139,6 +144,7 @@ def fit(f: Fit, *, quiet: bool, ckpt_path: Path, key: str, run_dir: Path | None 
                 os._exit(EXIT_STATUS)
     finally:
         progress.close()
+    progress.reporter.phase = "scoring the test split"
     return finish(f, state)
 
 
@@ -154,9 +160,11 @@ def _epoch(f: Fit, state: TrainState, progress: _Progress) -> None:
     state.train_docs += trained.docs
     total_loss, n_batches = trained.loss_sum, trained.batches
     t_vali = time.perf_counter()
+    progress.reporter.phase = f"validating after epoch {state.epoch + 1}"
     means = _validate(f, state.epoch)
     score = means[f.stop_metric]
     state.record(score, higher_is_better(f.stop_metric), f.trainables.model)
+    curve = _curve_columns(f, tau)
     vali_seconds = time.perf_counter() - t_vali
     row = {
         "epoch": state.epoch,
@@ -166,6 +174,7 @@ def _epoch(f: Fit, state: TrainState, progress: _Progress) -> None:
         "train_loss": total_loss / max(n_batches, 1),
         "seconds": time.perf_counter() - t_epoch,
         **{f"vali_{m}": means[m] for m in f.vali_names},
+        **curve,
     }
     state.curve.append(row)
     stop_patience = f.tc["patience"] is not None and state.bad >= f.tc["patience"]
@@ -237,7 +246,7 @@ def train_step(f: Fit, rows: Tensor, *, lr: float, tau: float | None,
         group["lr"] = lr
     x, y, mask = gather(f.splits["train"], rows, f.device)
     with autocast(f.device, tc["amp"], on_cpu=f.amp_on_cpu):
-        s = tr.model(x, mask)
+        s = f.loss_call.scorer_outputs(tr.model, x, mask)
     loss = f.loss_call(s.float(), y, mask, tau=tau, gen=tr.loss_gen)
     tr.optimizer.zero_grad(set_to_none=True)
     loss.backward()
@@ -264,6 +273,16 @@ def _validate(f: Fit, epoch: int) -> dict[str, float]:
         raise TrainingDiverged(f"non-finite validation scores after epoch {epoch + 1} of method {f.parts[2]!r}")
     frame = evaluate_split(scores, vali.labels_np[ev.doc_index], ev.offsets, f.cfg["metrics"], names=f.vali_names)
     return summarize(frame, f.vali_names)
+
+
+def _curve_columns(f: Fit, tau: float | None) -> dict[str, float]:
+    """The epoch's columns of the validation curve on cut lists (none unless the run records it)."""
+    ev = f.evals.get("vali_curve")
+    if ev is None:
+        return {}
+    return curve_row(f.trainables.model, f.loss_call, f.splits["vali"], ev, device=f.device, amp=f.tc["amp"],
+                     on_cpu=f.amp_on_cpu, tau=tau, parts=f.parts, list_size=f.tc["vali_curve_list_size"],
+                     metrics=f.cfg["metrics"], names=f.vali_names)
 
 
 def finish(f: Fit, state: TrainState) -> dict[str, Any]:
@@ -308,8 +327,10 @@ def finish(f: Fit, state: TrainState) -> dict[str, Any]:
 class _Progress:
     """The run's progress: tqdm bar (interactive) or lines (``quiet``), and the record either way.
 
-    Lines and record (:mod:`bench.training.progress`) come at least every interval (from the
-    process's second step: the first one warms up) and after every validation. Rates are
+    Lines and record (:mod:`bench.training.progress`) come at least every interval (counted
+    from the process's second step: the first one warms up; the reporter's heartbeat covers
+    loading, the first step, validation and the test pass, each a phase of the line) and after
+    every validation. Rates are
     recent: seconds per step and documents per second (real documents, not padding) over the
     steps since the previous line, validation excluded. ETA = remaining steps x seconds per
     step + remaining validations x the last validation's seconds + the final test pass (that
@@ -318,11 +339,12 @@ class _Progress:
     only the test pass is left. With ``patience`` the ETA is an upper bound.
     """
 
-    def __init__(self, f: Fit, state: TrainState, *, quiet: bool, run_dir: Path | None) -> None:
+    def __init__(self, f: Fit, state: TrainState, *, quiet: bool, reporter: Reporter | None) -> None:
         desc = "/".join(map(str, f.parts))
         self.budget, self.stop_metric, self.upper = f.budget, f.stop_metric, f.tc["patience"] is not None
         self.test_ratio = f.evals["test"].doc_index.size / max(f.evals["vali"].doc_index.size, 1)
-        self.reporter = Reporter(run_dir, kind="neural", unit="step", label=desc, echo=quiet)
+        self.reporter = reporter or Reporter(None, kind="neural", unit="step", label=desc, echo=quiet)
+        self.reporter.total = f.budget.total_steps
         self.bar = None
         if not quiet:
             from tqdm.auto import tqdm
@@ -340,6 +362,7 @@ class _Progress:
     def begin_steps(self) -> None:
         """Steps start now (the time since the last step -- validation, checkpoint -- is not theirs)."""
         self.t_prev = time.perf_counter()
+        self.reporter.phase = None  # counting steps
 
     def step(self, state: TrainState, docs: int, loss: float) -> None:
         now = time.perf_counter()
@@ -359,6 +382,7 @@ class _Progress:
     def validated(self, state: TrainState, score: float, seconds: float, *, loss: float) -> None:
         """After epoch ``state.epoch``'s validation (``seconds`` long): a line, whatever the interval."""
         self.vali_s = seconds
+        self.reporter.phase = None  # the line reports the validation just done
         self.vali = {"metric": self.stop_metric, "value": float(score),
                      "best": math.nan if state.best is None else float(state.best), "best_at": int(state.best_epoch)}
         self._line(state, epoch=state.epoch, extra=f"loss {loss:.5g}")

@@ -2,7 +2,9 @@
 
 :func:`make_loss` builds it through :func:`bench.losses.get` (which checks ``params``
 against the loss's keyword-only hyperparameters) and records how a temperature schedule
-reaches it and whether it takes the run's seeded generator (ListMLE's tie order).
+reaches it and whether it takes the run's seeded generator (ListMLE's tie order), and what
+the scorer feeds it: one score per item, or one logit per label grade
+(``grades``, :attr:`bench.losses.LossInfo.outputs`; :func:`scorer_outputs`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class LossCall:
     tau_mode: str  # "kwarg", "attribute" or "none"
     takes_generator: bool
     module: nn.Module | None  # set when the loss has trainable parameters
+    grades: int | None = None  # a "grade_logits" loss: the scorer has this many outputs per item
 
     def __call__(self, scores: Tensor, labels: Tensor, mask: Tensor, *, tau: float | None, gen) -> Tensor:
         extra: dict[str, Any] = {}
@@ -43,6 +46,11 @@ class LossCall:
         if self.takes_generator:
             extra["generator"] = gen
         return self.fn(scores, labels, mask, **extra)
+
+    def scorer_outputs(self, model: nn.Module, x: Tensor, mask: Tensor) -> Tensor:
+        """What the loss is computed on: the model's scores ``[B, L]``, or for a grade loss its
+        logits ``[B, L, C]`` (:class:`bench.models.ExpectedGrade`, whose scores rank)."""
+        return model.logits(x, mask) if self.grades is not None else model(x, mask)
 
 
 def make_loss(cfg: dict[str, Any], method: str) -> LossCall:
@@ -74,4 +82,5 @@ def make_loss(cfg: dict[str, Any], method: str) -> LossCall:
         check("tau" not in cfg["params"], f"methods.{method}.params.tau", "set either params.tau or train.tau_schedule")
     takes_gen = "generator" in sig.parameters and "generator" not in cfg["params"]
     has_params = module is not None and bool(losses.has_parameters(name))
-    return LossCall(fn, tau_mode, takes_gen, module if has_params else None)
+    grades = losses.grade_outputs(name, **cfg["params"])
+    return LossCall(fn, tau_mode, takes_gen, module if has_params else None, grades)

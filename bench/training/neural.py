@@ -41,7 +41,7 @@ from bench.training.config import NOT_PROTOCOL
 from bench.training.device import deterministic, resolve_device, torch_threads
 from bench.training.loop import fit, setup
 from bench.training.loss import make_loss
-from bench.training.progress import clear_progress
+from bench.training.progress import Reporter
 from bench.training.state import checkpoint_key, default_checkpoint_dir
 
 SEEDING = "bench.seeds.derive_seed(dataset, fold, method, seed, purpose)"
@@ -77,25 +77,30 @@ def train_run(
     out_dir = Path(out_dir)
     cfg = settings
     loss_call = make_loss(cfg, method)
-    run = load_fold(prepared_dir, method=method, seed=seed)
-    dev = resolve_device(device, on_missing_cuda=log)
-    if cfg["train"]["amp"] and dev.type != "cuda":
-        log("train.amp: mixed precision needs CUDA; training in float32 on CPU")
-    if dev.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(dev)
-    key = checkpoint_key(cfg, method, seed, run.prepared.fingerprint, dev)
-    ckpt_dir = Path(checkpoint_dir) if checkpoint_dir is not None else default_checkpoint_dir(out_dir)
-    parts = (run.dataset, run.fold, method, int(seed))
-    with torch_threads(threads), deterministic(dev):
-        result = fit(setup(cfg, loss_call, run.prepared, parts, dev), quiet=quiet, ckpt_path=ckpt_dir / "last.pt",
-                     key=key, run_dir=out_dir)
-        n_threads = torch.get_num_threads()
-    protocol = run.protocol("neural", SEEDING, model=cfg["model"], metrics=cfg["metrics"],
-                            schedule={k: v for k, v in cfg["train"].items() if k not in NOT_PROTOCOL})
-    output = _output(run, result, dev, wall_time_s=result["elapsed_before"] + (time.perf_counter() - started))
-    output.facts["torch_threads"] = n_threads
-    out = write_result(out_dir, run, output, kind="neural", config=cfg, device_requested=device, protocol=protocol)
-    clear_progress(out_dir)
+    reporter = Reporter(out_dir, kind="neural", unit="step", label=f"{method}/{seed}", echo=quiet,
+                        phase="loading the fold")
+    with reporter:  # a line at least every interval from here on (with --quiet)
+        run = load_fold(prepared_dir, method=method, seed=seed)
+        dev = resolve_device(device, on_missing_cuda=log)
+        if cfg["train"]["amp"] and dev.type != "cuda":
+            log("train.amp: mixed precision needs CUDA; training in float32 on CPU")
+        if dev.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(dev)
+        key = checkpoint_key(cfg, method, seed, run.prepared.fingerprint, dev)
+        ckpt_dir = Path(checkpoint_dir) if checkpoint_dir is not None else default_checkpoint_dir(out_dir)
+        parts = (run.dataset, run.fold, method, int(seed))
+        reporter.label, reporter.phase = "/".join(map(str, parts)), "setting up (model, lists, data on the device)"
+        with torch_threads(threads), deterministic(dev):
+            result = fit(setup(cfg, loss_call, run.prepared, parts, dev), quiet=quiet,
+                         ckpt_path=ckpt_dir / "last.pt", key=key, reporter=reporter)
+            n_threads = torch.get_num_threads()
+        protocol = run.protocol("neural", SEEDING, model=cfg["model"], metrics=cfg["metrics"],
+                                schedule={k: v for k, v in cfg["train"].items() if k not in NOT_PROTOCOL})
+        output = _output(run, result, dev, wall_time_s=result["elapsed_before"] + (time.perf_counter() - started))
+        output.facts["torch_threads"] = n_threads
+        reporter.phase = "writing the run directory"
+        out = write_result(out_dir, run, output, kind="neural", config=cfg, device_requested=device, protocol=protocol)
+    reporter.clear()  # the run directory is written (and the heartbeat stopped): the record has served
     if not cfg["train"]["keep_checkpoint"]:
         shutil.rmtree(ckpt_dir, ignore_errors=True)
     return out

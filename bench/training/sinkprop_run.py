@@ -40,6 +40,7 @@ from bench.training.common import RunFold, RunOutput, evaluate_split, load_fold,
 from bench.training.device import deterministic, resolve_device, torch_threads
 from bench.training.linear import best_index, predict, ridge_path, select_penalty, vali_metric
 from bench.training.loss import make_loss
+from bench.training.progress import Reporter
 from bench.training.sinkprop_protocol import (
     Annealing,
     PenaltyFit,
@@ -74,32 +75,46 @@ def protocol_run(
     proto = cfg.pop("sinkprop_protocol")
     loss_fn = make_loss(cfg, method).fn
     loss_with_sigma(loss_fn, method, cfg["params"])
-    run = load_fold(prepared_dir, method=method, seed=seed)
-    dev = resolve_device(device, on_missing_cuda=log)
-    with torch_threads(threads), deterministic(dev):
-        fitted = _fit(cfg, proto, loss_fn, run, dev)
-        n_threads = torch.get_num_threads()
-        scores, frame, ranking = _test_rankings(cfg, proto, fitted, run, loss_fn=loss_fn, dev=dev)
-    result = {**fitted["result"], "test_means": ranking["test_means"][proto["test_ranking"]], "test_ranking": ranking,
-              "n_test_queries": int(frame.shape[0]), "n_parameters": int(fitted["weights"].size + 1)}
-    if not quiet:
-        log(f"SinkProp protocol: penalty {result['penalty']:g} (stage {result['best_stage']}), vali "
-            f"{result['early_stopping_metric']} {result['best_vali']:.5f} (init {result['init']['vali']:.5f})")
-        m = next((n for n in (result["early_stopping_metric"], *result["test_means"]) if n in result["test_means"]), None)
-        if m is not None:
-            log(f"SinkProp protocol: test {m} " + ", ".join(f"{name} {means[m]:.5f}" for name, means in
-                                                            ranking["test_means"].items())
-                + f" (the run's ranking: {proto['test_ranking']})")
-    facts = {"device": dev.type, "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else cpu_name(),
-             "wall_time_s": time.perf_counter() - started, "torch_threads": n_threads,
-             **fitted["training"],  # the annealing alone: train_seconds, train_docs, ..., seconds per stage
-             "peak_memory": {"host_max_rss_bytes": host_peak_rss_bytes(), "cuda_max_allocated_bytes": None},
-             "result": result}
-    protocol = run.protocol("sinkprop_protocol", SEEDING, model=cfg["model"], metrics=cfg["metrics"],
-                            early_stopping_metric=cfg["train"]["early_stopping_metric"], sinkprop_protocol=proto)
-    output = RunOutput(scores, frame, fitted["curve"], facts)
-    return write_result(out_dir, run, output, kind="sinkprop_protocol", config={**cfg, "sinkprop_protocol": proto},
-                        device_requested=device, protocol=protocol)
+    reporter = Reporter(out_dir, kind="sinkprop_protocol", unit="penalty", label=f"{method}/{seed}",
+                        phase="loading the fold")
+    with reporter:  # a line at least every interval, naming the phase
+        run = load_fold(prepared_dir, method=method, seed=seed)
+        reporter.label = "/".join(str(v) for v in run.identity.values())
+        dev = resolve_device(device, on_missing_cuda=log)
+        with torch_threads(threads), deterministic(dev):
+            reporter.phase = "annealing and validating the penalties"
+            fitted = _fit(cfg, proto, loss_fn, run, dev)
+            n_threads = torch.get_num_threads()
+            reporter.phase = "scoring the test split"
+            scores, frame, ranking = _test_rankings(cfg, proto, fitted, run, loss_fn=loss_fn, dev=dev)
+        result = {**fitted["result"], "test_means": ranking["test_means"][proto["test_ranking"]],
+                  "test_ranking": ranking, "n_test_queries": int(frame.shape[0]),
+                  "n_parameters": int(fitted["weights"].size + 1)}
+        if not quiet:
+            _log_result(result, ranking, proto)
+        facts = {"device": dev.type,
+                 "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else cpu_name(),
+                 "wall_time_s": time.perf_counter() - started, "torch_threads": n_threads,
+                 **fitted["training"],  # the annealing alone: train_seconds, train_docs, ..., seconds per stage
+                 "peak_memory": {"host_max_rss_bytes": host_peak_rss_bytes(), "cuda_max_allocated_bytes": None},
+                 "result": result}
+        protocol = run.protocol("sinkprop_protocol", SEEDING, model=cfg["model"], metrics=cfg["metrics"],
+                                early_stopping_metric=cfg["train"]["early_stopping_metric"], sinkprop_protocol=proto)
+        reporter.phase = "writing the run directory"
+        out = write_result(out_dir, run, RunOutput(scores, frame, fitted["curve"], facts), kind="sinkprop_protocol",
+                           config={**cfg, "sinkprop_protocol": proto}, device_requested=device, protocol=protocol)
+    reporter.clear()  # the run directory is written (and the heartbeat stopped): the record has served
+    return out
+
+
+def _log_result(result: dict[str, Any], ranking: dict[str, Any], proto: dict[str, Any]) -> None:
+    log(f"SinkProp protocol: penalty {result['penalty']:g} (stage {result['best_stage']}), vali "
+        f"{result['early_stopping_metric']} {result['best_vali']:.5f} (init {result['init']['vali']:.5f})")
+    m = next((n for n in (result["early_stopping_metric"], *result["test_means"]) if n in result["test_means"]), None)
+    if m is not None:
+        log(f"SinkProp protocol: test {m} " + ", ".join(f"{name} {means[m]:.5f}" for name, means in
+                                                        ranking["test_means"].items())
+            + f" (the run's ranking: {proto['test_ranking']})")
 
 
 def _fit(cfg: dict[str, Any], proto: dict[str, Any], loss_fn, run: RunFold, dev: torch.device) -> dict[str, Any]:

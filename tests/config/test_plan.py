@@ -91,7 +91,9 @@ def test_recall_freeze_and_compare_evaluations(cfg):
 
 def test_targets_list_every_enabled_table_and_figure_and_refuse_disabled_ones(cfg):
     outputs = plan.report_inputs(cfg)
-    assert len(outputs) == 3 * (len(plan.TABLES) + len(plan.COMPUTED_TABLES)) + 2 * len(plan.FIGURES) + 1
+    # + ARF Table 2's selection table (its ARF row is selected on a 2x2 grid)
+    assert len(outputs) == 3 * (len(plan.TABLES) + len(plan.COMPUTED_TABLES) + 1) + 2 * len(plan.FIGURES) + 1
+    assert "reports/tables/arf_table2_selection.md" in outputs
     assert outputs[-1] == plan.COVERAGE and "reports/tables/neuralndcg_table2.md" in outputs
     assert plan.table_outputs(cfg, "unified_table") == [f"reports/tables/unified_table.{f}" for f in ("md", "tex", "html")]
     off = cv.load_config(overrides={"tables": {"arf_table2": {"enabled": False}}})
@@ -108,8 +110,10 @@ def test_method_names_split_the_runs_by_rule_and_kind(cfg):
     assert plan.method_names(cfg, kind="sinkprop_protocol") == []  # a protocol's choice, not a method's
     assert gbdt and train and linear == ["linear_regression"]
     assert not set(gbdt) & set(train) and not set(linear) & (set(gbdt) | set(train))
-    # the catalogue, and the recall heatmap's models per (m, k) (neural, trained by `train`)
-    assert set(gbdt) | set(train) | set(linear) == set(cfg["methods"]) | set(plan.heatmap_methods(cfg))
+    # the catalogue, the recall heatmap's models per (m, k) and the grid points of ARF Table 2's
+    # selection (neural, trained by `train`)
+    assert set(gbdt) | set(train) | set(linear) == (set(cfg["methods"]) | set(plan.heatmap_methods(cfg))
+                                                    | set(plan.selection_methods(cfg)))
     assert gbdt == sorted(gbdt)
     assert all("gbdt" in cfg["methods"][m] for m in gbdt)
     with pytest.raises(ValueError, match="kind must be one of"):
@@ -290,11 +294,15 @@ def test_computed_tables_read_every_prepared_fold_the_runs_records_or_the_toy_ta
     assert plan.computed_table_inputs(cfg, "neuralndcg_table2") == [
         "results/prepared/syn-web/Fold1", "results/prepared/syn-letor/Fold1", "results/prepared/syn-letor/Fold2"]
     files = plan.computed_table_inputs(cfg, "arf_table9")
-    n_runs = len(plan.table_methods(cfg, "arf_table2")) * len(plan.table_seeds(cfg, "arf_table2"))
-    assert len(files) == 2 * n_runs and files[0] == "results/runs/arf/syn-web/Fold1/softmax/seed0/run.json"
+    # ARF's row is selected on a 2x2 grid: the runs of its four points, and the selection record
+    n_runs = (len(plan.table_methods(cfg, "arf_table2")) - 1 + 4) * len(plan.table_seeds(cfg, "arf_table2"))
+    assert len(files) == 2 * n_runs + 1 and files[0] == "results/runs/arf/syn-web/Fold1/softmax_pointwise/seed0/run.json"
+    assert files[-1] == "results/selection/arf_table2/syn-web/Fold1.json"
     paper = cv.load_config(ROOT / "config" / "paper.yaml")
     spec = plan.computed_table_spec(paper, "arf_table9")
-    assert (spec["dataset"], spec["role"], len(spec["runs"])) == ("istella-arf", "istella", 9 * 3)
+    # ARF, L_Relax and NeuralSort: 27 points each (tau x lr), the chosen one's runs timed
+    assert (spec["dataset"], spec["role"], len(spec["runs"])) == ("istella-arf", "istella", (7 + 3 * 27) * 3)
+    assert spec["selection"] == ["results/selection/arf_table2/istella-arf/Fold1.json"]
     stats = plan.computed_table_spec(paper, "neuralndcg_table2")["datasets"]
     # the paper's statistics go beside NeuralNDCG's own datasets only (not the ARF-filtered copies)
     assert {d["name"]: d["role"] for d in stats if d["role"]} == {"mslr-web30k": "mslr-web30k", "istella": "istella"}
@@ -335,3 +343,48 @@ def test_the_caption_says_how_sinkprops_protocol_ranks_the_test_queries():
         "ranking_top": None}}}}), "sinkprop_letor")
     assert "an exact assignment over the whole list" in whole["note"]
     assert plan.table_spec(cv.load_config(), "unified_table")["note"] == ""  # SinkProp trained by the unified protocol
+
+
+def test_only_the_temperature_figures_runs_record_the_validation_curve_on_cut_lists(cfg):
+    """PiRank Fig. 5 needs the relaxed loss on validation lists of L = 100: the plan sets
+    train.vali_curve_list_size for the figure's runs (its protocol, dataset and methods) and for no
+    other run, so no other run config changes (default profile: L = 40; paper profile: 100)."""
+    spec = cfg["figures"]["temperature_figure"]
+    dataset = plan.resolve_role(cfg, spec["dataset"])
+    for method in spec["methods"]:
+        assert plan.run_config(cfg, spec["protocol"], dataset, method)["train"]["vali_curve_list_size"] == 40
+    others = [("pirank_ablation", "pirank_ndcg_L10"), ("pirank_ablation", "pirank_ndcg_anneal"), ("pirank", "ranknet"),
+              ("unified", "pirank_ndcg")]
+    for protocol, method in others:
+        assert "vali_curve_list_size" not in plan.run_config(cfg, protocol, dataset, method)["train"], method
+    paper = cv.load_config(ROOT / "config" / "paper.yaml")
+    assert plan.run_config(paper, "pirank_ablation", "mslr-web30k", "pirank_ndcg_tau5")["train"][
+        "vali_curve_list_size"] == 100
+    assert plan.figure_spec(paper, "temperature_figure")["smoothing"] == 0.9
+
+
+def test_quality_cost_figure_reads_the_unified_tables_statistics_and_its_runs_records(cfg):
+    assert plan.figure_inputs(cfg, "quality_cost_figure") == [plan.QUALITY_COST]
+    files = plan.quality_cost_inputs(cfg)
+    methods, seeds = plan.table_methods(cfg, "unified_table"), plan.table_seeds(cfg, "unified_table")
+    assert files[0] == "results/stats/unified_table.parquet" and len(files) == 1 + len(methods) * len(seeds)
+    assert "results/runs/unified/syn-web/Fold1/plrank_ndcg/seed1/run.json" in files
+    spec = plan.quality_cost_spec(cfg)
+    assert (spec["dataset"], spec["metric"]) == ("syn-web", "ndcg@10")
+    kinds = {m["name"]: m["kind"] for m in spec["methods"]}
+    assert kinds["lightgbm_lambdarank"] == "gbdt" and kinds["plrank_ndcg"] == "neural"
+    paper = cv.load_config(ROOT / "config" / "paper.yaml")
+    spec = plan.quality_cost_spec(paper)
+    assert spec["dataset"] == "mslr-web30k" and len(spec["runs"]) == len(methods) * 5 * 3  # 5 folds, 3 seeds
+    figure = plan.figure_spec(paper, "quality_cost_figure")
+    assert (figure["dataset_label"], figure["folds"][-1], figure["list_size"]) == ("MSLR-WEB30K", "Fold5", 200)
+    assert spec["selection"] == []  # the unified table selects nothing
+    arf = cv.load_config(overrides={"figures": {"quality_cost_figure": {"table": "arf_table2", "metric": "ndcg@15"}}})
+    files = plan.quality_cost_inputs(arf)  # ARF Table 2 selects ARF's tau x lr: its records say which runs count
+    assert files[-1] == "results/selection/arf_table2/syn-web/Fold1.json" == plan.quality_cost_spec(arf)["selection"][0]
+    off = cv.load_config(overrides={"figures": {"quality_cost_figure": {"metric": "ndcg@3"}}})
+    with pytest.raises(ConfigError, match="figures.quality_cost_figure.metric': 'ndcg@3' is not a metric of"):
+        plan.quality_cost_spec(off)
+    off = cv.load_config(overrides={"figures": {"quality_cost_figure": {"table": "pirank_table1", "dataset": "ohsumed"}}})
+    with pytest.raises(ConfigError, match="figures.quality_cost_figure.dataset': 'ohsumed' is not a dataset"):
+        plan.quality_cost_inputs(off)

@@ -80,6 +80,12 @@ def test_unknown_key_fails_naming_it(default_raw, path, value, key):
     assert key in message and "unknown key" in message
 
 
+def test_a_misspelt_key_gets_a_did_you_mean(default_raw):
+    message = _error(_with(default_raw, ["protocols", "pirank", "train", "bach_size"], 3))
+    assert message.endswith("; did you mean 'batch_size' or 'eval_batch_size'?")
+    assert "did you mean" not in _error(_with(default_raw, ["bogus"], 1))  # nothing close: no guess
+
+
 @pytest.mark.parametrize(
     "path, value, key",
     [
@@ -217,3 +223,37 @@ def test_the_sinkprop_protocol_needs_a_linear_scorer_in_the_study_and_in_a_job(m
     assert resolve_sinkprop({**job, "model": {"hidden": []}}, "sinkprop")["model"]["hidden"] == []
     with pytest.raises(ConfigError, match=r"linear scorer .*got type context_aware"):
         resolve_sinkprop({**job, "model": {"type": "context_aware"}}, "sinkprop")
+
+
+def test_a_json_run_config_keeps_a_small_learning_rate_a_number(tmp_path):
+    """The workflow writes run configs as JSON, where Python writes 0.00001 as ``1e-05``; read as
+    YAML 1.1 that is a string and the job stopped (PiRank's ablation lr of 1e-5, found by the
+    MSLR-sample run). A .json file is read as JSON; a bad one names its line."""
+    import json
+
+    from bench.config.plan import run_config
+    from bench.config.run import read_run_config
+    from bench.config.settings import resolve_neural
+
+    paper = cv.load_config(ROOT / "config" / "paper.yaml")
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(run_config(paper, "pirank_ablation", "mslr-web30k", "pirank_ndcg_L10")))
+    assert '"lr": 1e-05' in path.read_text()
+    assert resolve_neural(read_run_config(path), "pirank_ndcg_L10")["train"]["lr"] == 1e-05
+    path.write_text('{"methods": {}\n,}')
+    with pytest.raises(ConfigError, match=r"run.json, line 2: not valid JSON"):
+        read_run_config(path)
+
+
+def test_an_unknown_method_suggests_the_close_names_not_all_of_them(default_raw):
+    """A typo names the closest methods (difflib) instead of listing every method on one line."""
+    raw = copy.deepcopy(default_raw)
+    raw["tables"]["pirank_table1"]["methods"] = ["pirank_ndgc"]
+    msg = _error(raw)
+    n_methods = len(raw["methods"])
+    assert n_methods > 12  # so the list is not printed
+    assert msg.startswith("config key 'tables.pirank_table1.methods.0': unknown method 'pirank_ndgc'; did you mean ")
+    assert "'pirank_ndcg'" in msg and msg.endswith(f" ({n_methods} defined)")
+    assert "ranknet" not in msg and "listnet" not in msg  # not close: not named
+    raw["tables"]["pirank_table1"]["methods"] = ["zzz"]
+    assert _error(raw).endswith(f"unknown method 'zzz' ({n_methods} defined, none close to it; see the config's methods)")

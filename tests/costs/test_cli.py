@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -15,7 +20,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ca
 
 def _ltr(*args: str, cwd=ROOT) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "bench.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=600, env={"PATH": __import__("os").environ["PATH"], "LTR_BENCH_JOB_SERVER": "off",
+                          timeout=600, env={"PATH": os.environ["PATH"], "LTR_BENCH_JOB_SERVER": "off",
                                             "OMP_NUM_THREADS": "1"})
 
 
@@ -42,7 +47,7 @@ def test_plan_without_calibration_and_bad_input_say_so(tmp_path):
         "ltr-bench plan: error: unknown target 'tabel'; known: all, pirank_table1, neuralndcg_table3, arf_table2, "
         "listsize_table3, sinkprop_letor, unified_table, arf_table6, arf_table7, arf_table8, neuralndcg_table1, "
         "neuralndcg_table2, arf_table9, scaling_figure, temperature_figure, listsize_figure, recall_heatmap, "
-        "neuralndcg_curves, annealing_figure, letor_curves, freeze, compare")
+        "neuralndcg_curves, annealing_figure, letor_curves, quality_cost_figure, freeze, compare")
     missing = _ltr("plan", "all", "--configfile", "nope.yaml")
     assert missing.returncode == 2 and "nope.yaml: not found" in missing.stderr
 
@@ -51,3 +56,60 @@ def test_status_of_a_study_that_has_not_started(tmp_path):
     out = _ltr("status", "listsize_table3", "--cores", "2")
     assert out.returncode == 0, out.stderr
     assert "listsize_table3" in out.stdout and "remaining" in out.stdout
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every process below ``pid`` (children, their children ...), from /proc."""
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    out, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        kids = {c for c, parent in parents.items() if parent == p}
+        todo += list(kids - out)
+        out |= kids
+    return out
+
+
+@pytest.mark.slow  # about 30 s: imports, then the first measurements
+def test_ctrl_c_stops_the_calibration_at_once_with_one_line_and_no_child_left(tmp_path):
+    """SIGINT while a measurement's child runs: exit status 130, one line on stderr after the
+    progress lines (no traceback), the child gone, the measurements taken kept."""
+    cal, scratch = tmp_path / "cal", tmp_path / "tmp"
+    scratch.mkdir()
+    env = {"PATH": os.environ["PATH"], "LTR_BENCH_JOB_SERVER": "off", "OMP_NUM_THREADS": "1", "TMPDIR": str(scratch)}
+    proc = subprocess.Popen([sys.executable, "-m", "bench.cli", "plan", "all", "--calibration-dir", str(cal)],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        lines = []
+        while not any(re.match(r"calibrating \d+/", line) for line in lines):  # a measurement taken and saved
+            line = proc.stderr.readline()
+            assert line, "".join(lines)
+            lines.append(line)
+        deadline = time.monotonic() + 120
+        while not (children := _descendants(proc.pid)) and time.monotonic() < deadline:  # measurements under way
+            time.sleep(0.05)
+        assert children, "no measurement child seen"
+        time.sleep(1)  # the workers' own measurement children started too
+        children = _descendants(proc.pid)
+        proc.send_signal(signal.SIGINT)
+        rest = proc.communicate(timeout=60)[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130
+    tail = rest.strip().splitlines()  # progress lines of measurements finished meanwhile, then one line
+    assert [line for line in tail if not line.startswith("calibrating ")] == tail[-1:]
+    assert tail[-1].startswith("ltr-bench plan: interrupted")
+    assert "Traceback" not in rest and "interrupted" in rest and "kept in" in rest, rest
+    for pid in children:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    kept = json.loads(next(cal.glob("*.json")).read_text())["entries"]
+    assert len(kept) >= 1 and f"{len(kept)} measurement(s) kept" in rest
+    assert list(scratch.glob("ltr-calibration-*")) == []  # the generated data removed (torch keeps its own here)

@@ -11,7 +11,8 @@ from bench.config.jobs import Job
 from bench.config.run import resolve_train
 from bench.config.validate import load_config
 from bench.costs.calibration import Calibration, Device
-from bench.costs.model import Context, line, peak_fit, project, shape_spec
+from bench.costs.measure import REFERENCE_LOSS
+from bench.costs.model import BIN_BYTES, VALUES, Context, line, peak_fit, project, shape_spec
 from bench.data.shapes import FoldShape, SplitShape
 from bench.training.budget import Budget
 
@@ -56,14 +57,19 @@ def test_neural_projection_is_the_documented_formula():
     ctx = _context()
     job = _run_job("pirank", "ranknet")
     first = project(ctx, job)
-    assert first.seconds is None and {k.split(":")[0] for k in first.missing} == {"neural_step", "neural_eval",
-                                                                                    "neural_data"}
-    step = {"step_s": 0.2, "work_bytes": 300e6, "n_params": 1000, "device_work_bytes": None}
+    assert first.seconds is None and sorted(k.split(":")[0] for k in first.missing) == [
+        "loss_step", "loss_step", "model_step", "neural_data", "neural_eval"]
+    step = {"step_s": 0.2, "work_bytes": 280e6, "n_params": 1000, "device_work_bytes": None}
+    # the step of the model with the reference loss, plus what ranknet costs beyond the reference
+    losses = {"ranknet": {"seconds": 0.03, "work_bytes": 30e6}, REFERENCE_LOSS: {"seconds": 0.01, "work_bytes": 10e6}}
     ev = {"docs_per_s": 50_000.0, "work_bytes": 100e6}
     data = {"sizes": [100_000, 200_000], "peak_bytes": [5e8 + 1e7, 6e8 + 2e7], "seconds": [1.0, 2.0],
             "fold_bytes": [5e8, 6e8]}
     for kind, spec in first.missing.values():
-        ctx.calibration.put(kind, spec, {"neural_step": step, "neural_eval": ev, "neural_data": data}[kind], 0.0)
+        assert kind != "model_step" or spec["loss"] == REFERENCE_LOSS
+        result = losses[spec["loss"]] if kind == "loss_step" else {"model_step": step, "neural_eval": ev,
+                                                                    "neural_data": data}[kind]
+        ctx.calibration.put(kind, spec, result, 0.0)
     proj = project(ctx, job)
     assert proj.complete and proj.missing == {}
     shape = ctx.shape("mslr-like", "Fold1")
@@ -72,11 +78,22 @@ def test_neural_projection_is_the_documented_formula():
     budget = Budget.of(train, shape.splits["train"].n_queries)
     n = shape.n_docs
     evals = budget.n_epochs * shape.splits["vali"].n_docs + shape.splits["test"].n_docs
-    seconds = (1.0 + (n - 100_000) / 100_000) + budget.total_steps * 0.2 + evals / 50_000
+    seconds = (1.0 + (n - 100_000) / 100_000) + budget.total_steps * (0.2 + 0.03 - 0.01) + evals / 50_000
     assert proj.seconds == pytest.approx(seconds)
     rest = 1e7 + 1e7 * (n - 100_000) / 100_000
-    assert proj.host_bytes == int(shape.run_mapped_bytes + rest + 2 * 4000 + max(300e6, 100e6 + 3 * 4000))
+    assert proj.host_bytes == int(shape.run_mapped_bytes + rest + 2 * 4000 + max(280e6 + 30e6 - 10e6, 100e6 + 3 * 4000))
     assert proj.steps == budget.total_steps == 60
+
+
+def test_the_exact_calibration_measures_each_model_with_its_own_loss_at_fractions_of_the_fold():
+    fast, exact = _context(), Context(load_config(*SCALE), Calibration(Device("cpu", "test cpu", 1)), exact=True)
+    job = _run_job("pirank", "ranknet")
+    n = fast.shape("mslr-like", "Fold1").n_docs
+    fast_specs = {kind: spec for kind, spec in project(fast, job).missing.values() if kind != "loss_step"}
+    exact_specs = dict(project(exact, job).missing.values())
+    assert "loss_step" not in exact_specs and exact_specs["model_step"]["loss"] == "ranknet"
+    assert fast_specs["neural_data"]["sizes"] == [v // 136 for v in VALUES]  # MSLR's 136 features
+    assert exact_specs["neural_data"]["sizes"] == pytest.approx([0.05 * n, 0.1 * n], abs=1)
 
 
 def test_gbdt_projection_separates_rounds_from_the_rest():
@@ -84,14 +101,18 @@ def test_gbdt_projection_separates_rounds_from_the_rest():
     w = {"experiment": "neuralndcg", "dataset": "mslr-like", "fold": "Fold1", "method": "xgboost_pairwise", "seed": 0}
     job = Job("gbdt", plan.RUN.format(**w), w)
     (kind, spec), = project(ctx, job).missing.values()
-    points = [{"docs": d, "rounds": r, "seconds": 1.0 * d / 1000 + r * 0.01 * d / 1000, "peak_bytes": 10 * d,
-               "fold_bytes": 4 * d} for d in (1000, 2000) for r in (3, 9)]
+    shape = ctx.shape("mslr-like", "Fold1")
+    binned = BIN_BYTES * shape.n_features  # the library's binned copy, per document
+    points = [{"docs": d, "rounds": r, "seconds": 1.0 * d / 1000 + r * 0.01 * d / 1000,
+               "peak_bytes": 300e6 + (4 + binned) * d + (50e6 if d == 2000 else 0), "fold_bytes": 4 * d}
+              for d in (1000, 2000) for r in (1, 4)]
     ctx.calibration.put(kind, spec, {"points": points}, 0.0)
     proj = project(ctx, job)
     n = ctx.shape("mslr-like", "Fold1").n_docs
     assert proj.rounds == 20 and proj.bound
     assert proj.seconds == pytest.approx(n / 1000 + 20 * 0.01 * n / 1000)
-    assert proj.host_bytes == pytest.approx(ctx.shape("mslr-like", "Fold1").nbytes + 6 * n, rel=1e-6)
+    # the fold + the binned copy at n + the rest as at the larger size (300 MB + 50 MB of trees: not scaled)
+    assert proj.host_bytes == pytest.approx(shape.nbytes + binned * n + 350e6, rel=1e-6)
 
 
 def test_unknown_shapes_and_sinkprop_are_unsized_with_a_reason():
@@ -109,3 +130,17 @@ def test_shape_spec_is_a_histogram_of_lengths():
     assert sum(train["lengths"]["counts"]) == train["n_queries"] == 18_919
     assert sum(v * c for v, c in zip(train["lengths"]["values"], train["lengths"]["counts"])) == train["n_docs"]
     assert math.isclose(train["n_docs"] / train["n_queries"], 120.0, rel_tol=0.01)
+
+
+def test_the_scaling_timings_are_bounded_by_their_own_budget():
+    """``curves x sizes x 2 x max_seconds``, with the PiRank variants the suite times (its own table)."""
+    from bench.costs.model import SCALING_PIRANK_CURVES
+    from bench.perf.scaling import PIRANK_STATED
+
+    assert SCALING_PIRANK_CURVES == len(PIRANK_STATED)
+    config = load_config("config/paper.yaml")
+    spec = config["figures"]["scaling_figure"]
+    job = Job("perf_scaling", plan.SCALING_CSV, {})
+    proj = project(Context(config, Calibration(Device("cpu", "test cpu", 1))), job)
+    curves = len(PIRANK_STATED) + len(set(spec["losses"]) - {"pirank_ndcg"})
+    assert proj.complete and proj.bound and proj.seconds == curves * len(spec["sizes"]) * 2 * spec["max_seconds"]

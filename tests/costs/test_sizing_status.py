@@ -6,6 +6,7 @@ import json
 import math
 import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -13,7 +14,7 @@ from bench import cluster
 from bench.config import plan
 from bench.config.jobs import Job
 from bench.config.validate import load_config
-from bench.costs import sizing, status
+from bench.costs import model, sizing, status
 from bench.costs.calibration import (
     Calibration,
     Device,
@@ -38,16 +39,18 @@ def _filled(config, device=TEST_CPU, folder=None) -> Calibration:
 
     cal = Calibration(device, {}, None if folder is None else folder / f"{device_slug(device)}.json")
     ctx = Context(config, cal)
-    fake = {"neural_step": {"step_s": 0.1, "work_bytes": 2e8, "n_params": 10, "device_work_bytes": None},
+    fake = {"model_step": {"step_s": 0.1, "work_bytes": 2e8, "n_params": 10, "device_work_bytes": None},
+            "loss_step": {"seconds": 0.01, "work_bytes": 1e6, "device_work_bytes": None},
             "neural_eval": {"docs_per_s": 1e5, "work_bytes": 1e8},
-            "process": {"peak_bytes": 3e8, "step_bytes": 2e8}, "summary": {"peak_bytes": 4e8, "seconds": 1.0}}
+            "process": {"peak_bytes": 3e8, "step_bytes": 2e8},
+            "summary": {"sizes": [500, 2000], "peak_bytes": [4e8, 4e8], "seconds": [1.0, 1.0]}}
     two = {"sizes": [1e5, 2e5], "peak_bytes": [6e8, 7e8], "seconds": [1.0, 2.0], "fold_bytes": [5e7, 1e8]}
     for job in target_jobs(config, ["all"]):
         proj = project(ctx, job)
         for kind, spec in (proj.missing.values() if proj else []):
             if kind == "gbdt":
                 result = {"points": [{"docs": d, "rounds": r, "seconds": d / 1e5 + r, "peak_bytes": 6e8 * d / 1e5,
-                                      "fold_bytes": 5e7 * d / 1e5} for d in (1e5, 2e5) for r in (3, 9)]}
+                                      "fold_bytes": 5e7 * d / 1e5} for d in (1e5, 2e5) for r in (1, 4)]}
             else:
                 result = fake.get(kind, two)
             cal.put(kind, spec, result, 0.0)
@@ -106,6 +109,23 @@ def _job(method: str) -> Job:
     return Job("train", plan.RUN.format(**w), w, ["pirank_table1"])
 
 
+def _prepared_and_configured(config, job: Job, *, run_config_text: str | None = None) -> None:
+    """The run's inputs as this config's workflow writes them: its prepared fold's meta.json
+    (the dataset's resolved options) and its run config's text, both older than what follows."""
+    from bench.data.prepare import resolve_options
+
+    w = job.wildcards
+    fold = Path(plan.PREPARED.format(dataset=w["dataset"], fold=w["fold"]))
+    fold.mkdir(parents=True, exist_ok=True)
+    options = resolve_options(config["datasets"][w["dataset"]]["options"], True)
+    (fold / "meta.json").write_text(json.dumps({"options": options, "fold": w["fold"]}))
+    run_config = Path(plan.RUN_CONFIG.format(**w))
+    run_config.parent.mkdir(parents=True, exist_ok=True)
+    run_config.write_text(run_config_text or plan.run_config_text(config, w["experiment"], w["dataset"], w["method"]))
+    for path in (fold / "meta.json", run_config):
+        os.utime(path, (time.time() - 60, time.time() - 60))
+
+
 def test_status_of_a_half_finished_study(tmp_path, monkeypatch):
     config = load_config(*SCALE)
     cal = _filled(config, folder=tmp_path / "cal")
@@ -113,6 +133,7 @@ def test_status_of_a_half_finished_study(tmp_path, monkeypatch):
     monkeypatch.setenv("LTR_BENCH_CALIBRATION", str(cal.path))
     monkeypatch.chdir(tmp_path)  # the study's files are relative to the working directory
     done, running = _job("ranknet"), _job("pirank_ndcg_t1000")
+    _prepared_and_configured(config, done)
     os.makedirs(done.output)
     projected = project(Context(config, cal), done).seconds
     (tmp_path / done.output / "run.json").write_text(json.dumps({"wall_time_s": 2 * projected}))
@@ -126,7 +147,9 @@ def test_status_of_a_half_finished_study(tmp_path, monkeypatch):
     assert by_output[running.output].eta_s == pytest.approx(95.0)
     assert ratios == {"train": pytest.approx(2.0)}  # the finished run took twice its projection
     table = next(r for r in rows if r.name == "pirank_table1")
-    assert table.counts == {"done": 1, "running": 1, "interrupted": 0, "remaining": 6}
+    # done: the prepared fold, ranknet's run config and its run
+    assert table.counts == {"done": 3, "running": 1, "interrupted": 0, "remaining": 4}
+    assert not table.unknown and "unknown" not in status.render(states, rows, ratios, title="t")
     left = sum(2 * project(Context(config, cal), s.job).seconds if s.job.rule == "train" else
                project(Context(config, cal), s.job).seconds
                for s in states if s.state == "remaining" and project(Context(config, cal), s.job) is not None
@@ -151,7 +174,48 @@ def test_status_refuses_a_finished_run_whose_run_json_changed(tmp_path, monkeypa
     run_json = tmp_path / done.output / "run.json"
     run_json.write_text(json.dumps({"wall_time_s": 12.5}))
     write_digests(tmp_path / done.output, ["run.json"])
-    assert status.job_state(done, time.time(), 600.0).wall_s == 12.5
+    assert status.job_state(done, time.time(), 600.0, done=True).wall_s == 12.5
     run_json.write_text(json.dumps({"wall_time_s": 99.5}))  # same length, other bytes
     with pytest.raises(IntegrityError, match="run.json: contents changed"):
-        status.job_state(done, time.time(), 600.0)
+        status.job_state(done, time.time(), 600.0, done=True)
+
+
+def test_another_profiles_outputs_are_not_this_studys(tmp_path, monkeypatch):
+    """The issue's case: the scale profile's statistics and table, and a run made with another
+    run config, at the paths this profile would write: none is done. Nothing run: 0 done."""
+    config = load_config(*SCALE)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LTR_BENCH_CALIBRATION", "off")
+    states, rows, _ = status.study_status(config, ["pirank_table1"])
+    assert rows[-1].counts["done"] == 0
+    run = _job("ranknet")
+    _prepared_and_configured(config, run, run_config_text="{}\n")  # another profile's run config
+    os.makedirs(run.output)
+    (tmp_path / run.output / "run.json").write_text(json.dumps({"wall_time_s": 1.0}))
+    for out in (plan.STATS.format(table="pirank_table1"), "reports/tables/pirank_table1.md"):
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text("made by another profile")
+    states, rows, _ = status.study_status(config, ["pirank_table1"])
+    assert {s.job.rule for s in states if s.state == "done"} == {"prepare"}  # same dataset options: the fold is
+    # a newer fold than the run: the run is stale even with this study's run config
+    _prepared_and_configured(config, run)
+    os.utime(plan.PREPARED.format(dataset="mslr-like", fold="Fold1") + "/meta.json")
+    states, _, _ = status.study_status(config, ["pirank_table1"])
+    assert {s.job.output: s.state for s in states}[run.output] == "remaining"
+
+
+def test_time_left_is_unknown_unless_every_job_left_is_projected(tmp_path, monkeypatch):
+    config = load_config(*SCALE)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LTR_BENCH_CALIBRATION", "off")
+    states, rows, ratios = status.study_status(config, ["all"])
+    text = status.render(states, rows, ratios, title="t", cores=2)
+    total = [line for line in text.splitlines() if line.startswith("total")][0]
+    assert total.split()[-1] == "unknown" and "no calibration for its device yet" in text
+    assert "side by side" not in text  # no wall-clock time from a partial sum
+    cal = _filled(config, folder=tmp_path / "cal")
+    cal.save()
+    monkeypatch.setenv("LTR_BENCH_CALIBRATION", str(cal.path))
+    states, rows, ratios = status.study_status(config, ["all"])
+    assert all(not r.unknown for r in rows) and rows[-1].seconds_left > 0
+    assert rows[-1].projected == sum(1 for s in states if s.job.rule not in model.LOCAL_RULES)

@@ -13,6 +13,7 @@ import hashlib
 import io
 import json
 import os
+import socket
 import stat
 import tarfile
 import threading
@@ -29,9 +30,10 @@ from bench.data.extract import ExtractError, extract_archive
 from bench.data.fetch import (
     ChecksumError,
     DownloadError,
+    HostUnreachable,
     ManualDownloadRequired,
     TransferInterrupted,
-    dataset_status,
+    archive_state,
     download,
     fetch,
     find_split_file,
@@ -140,8 +142,8 @@ def test_mslr_zip_download_extract_and_parse(server, tmp_path, rng):
     for fold in ("Fold1", "Fold5"):
         X, y, q = read_svmlight(find_split_file(ds, tmp_path, fold, "vali"), 136, label_range=(0, 4))
         assert X.shape[1] == 136
-    assert dataset_status(ds, tmp_path, tmp_path / "prepared", cache) == "verified"
-    assert dataset_status(ds, tmp_path, tmp_path / "prepared") == "downloaded"  # no record without the cache
+    assert archive_state(ds, tmp_path, cache) == "verified"
+    assert archive_state(ds, tmp_path) == "present, not verified"  # no record without the cache
     # second fetch: nothing downloaded again
     n = len(server.requests)
     fetch(ds, tmp_path, progress=False, checksum_cache=cache, log=lambda m: None)
@@ -219,6 +221,95 @@ def test_http_404_names_url_and_what_to_do(server, tmp_path):
     assert str(tmp_path / "istella-s" / "istella-s-letor.tar.gz") in str(info.value)
 
 
+@pytest.fixture
+def closed_port():
+    """A loopback port nothing listens on (bound by the OS, then released): connections are refused."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return port
+
+
+def _assert_offline_message(msg: str, archive: Path) -> None:
+    """What an offline fetch must say: cannot reach, --url, the exact path; no resume claimed."""
+    assert "cannot reach" in msg and "--url" in msg and str(archive.resolve()) in msg
+    assert "interrupted" not in msg and "partial" not in msg and "resume" not in msg
+    assert not archive.with_name(archive.name + ".part").exists() and not archive.exists()
+
+
+def test_refused_connection_says_cannot_reach_names_url_and_path(tmp_path, closed_port):
+    ds = _entry("mslr-web10k", f"http://127.0.0.1:{closed_port}/MSLR-WEB10K.zip", b"x" * 10)
+    with pytest.raises(HostUnreachable) as info:
+        fetch(ds, tmp_path, progress=False, retries=1, log=lambda m: None)
+    msg = str(info.value)
+    _assert_offline_message(msg, tmp_path / "mslr-web10k" / "MSLR-WEB10K.zip")
+    assert f"cannot reach 127.0.0.1:{closed_port}: the connection was refused" in msg and "2 attempt(s)" in msg
+    assert ds.homepage in msg and ds.sha256 in msg  # where to get it by hand, and what it is checked against
+
+
+def test_unresolvable_host_says_the_name_does_not_resolve(tmp_path):
+    dest = tmp_path / "a" / "MSLR-WEB10K.zip"
+    with pytest.raises(HostUnreachable, match=r"cannot reach ltr-bench-offline\.invalid: its name does not resolve") as info:
+        download("http://ltr-bench-offline.invalid/MSLR-WEB10K.zip", dest, None, retries=0, progress=False)
+    _assert_offline_message(str(info.value), dest)
+
+
+def test_silent_host_times_out_as_unreachable(tmp_path):
+    with socket.socket() as listener:  # accepts connections (the kernel's backlog) and never answers
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}/f.zip"
+        with pytest.raises(HostUnreachable, match=r"no answer within 0\.2 s") as info:
+            download(url, tmp_path / "f.zip", None, retries=0, timeout=0.2, progress=False)
+    _assert_offline_message(str(info.value), tmp_path / "f.zip")
+
+
+def test_unreachable_host_keeps_and_names_an_earlier_partial_file(tmp_path, closed_port):
+    part = tmp_path / "f.zip.part"
+    part.write_bytes(b"y" * 1234)
+    with pytest.raises(HostUnreachable, match=r"the partial file .*f\.zip\.part \(1234 bytes, from an earlier run\) is kept"):
+        download(f"http://127.0.0.1:{closed_port}/f.zip", tmp_path / "f.zip", None, retries=0, progress=False)
+    assert part.read_bytes() == b"y" * 1234
+
+
+def test_transfer_broken_before_any_data_claims_no_partial_file(server, tmp_path):
+    server.files["/e.bin"] = os.urandom(1000)
+    server.cut_after["/e.bin"] = 0  # headers, then the connection closes
+    with pytest.raises(TransferInterrupted, match="before any data arrived.*no partial file is kept"):
+        download(server.url + "/e.bin", tmp_path / "e.bin", None, retries=0, progress=False)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_offline_fetch_and_datasets_paths(tmp_path, closed_port, capsys, monkeypatch):
+    """Offline: one line naming --url and the path; `datasets` shows that path and the archive's
+    state as it goes from missing to placed by hand to verified."""
+    monkeypatch.chdir(tmp_path)
+    data = _mslr_zip(np.random.default_rng(0))
+    override = tmp_path / "reg.json"
+    override.write_text(json.dumps({"mslr-web10k": {
+        "size": len(data), "sha256": hashlib.sha256(data).hexdigest(), "file_sha256": {},
+        "urls": [f"http://127.0.0.1:{closed_port}/MSLR-WEB10K.zip"]}}))
+    common = ["--raw-dir", "raw", "--registry", str(override)]
+    archive = (tmp_path / "raw" / "mslr-web10k" / "MSLR-WEB10K.zip").resolve()
+
+    def datasets_line() -> list[str]:
+        assert cli_main(["datasets", *common, "--prepared-dir", "prep"]) == 0
+        line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("mslr-web10k"))
+        assert line.endswith(f"  {archive}")
+        return line
+
+    assert "  missing  " in datasets_line()
+    assert cli_main(["fetch", "mslr-web10k", *common]) == 2
+    err = capsys.readouterr().err.strip()  # one line: the heartbeat's first line would come 30 s in
+    assert len(err.splitlines()) == 1 and err.startswith("ltr-bench fetch: error: mslr-web10k: cannot reach")
+    _assert_offline_message(err, archive)
+    archive.write_bytes(data)  # fetched by hand, placed where the message said
+    assert "  present, not verified  " in datasets_line()
+    assert cli_main(["fetch", "mslr-web10k", *common]) == 0  # no network needed: verified and extracted
+    capsys.readouterr()
+    assert "  verified  " in datasets_line()
+
+
 def test_manual_dataset_missing_says_where_and_from_where(tmp_path):
     with pytest.raises(ManualDownloadRequired) as info:
         fetch(REGISTRY["yahoo-set1"], tmp_path, log=lambda m: None)
@@ -234,7 +325,7 @@ def test_yahoo_nested_manual_archive_verified_and_extracted(tmp_path, rng):
     (tmp_path / "yahoo").mkdir()
     (tmp_path / "yahoo" / "dataset.tgz").write_bytes(outer)
     ds = dataclasses.replace(REGISTRY["yahoo-set2"], sha256=hashlib.sha256(outer).hexdigest())
-    assert dataset_status(ds, tmp_path, tmp_path / "p") == "downloaded"
+    assert archive_state(ds, tmp_path) == "present, not verified"
     out = fetch(ds, tmp_path, log=lambda m: None)
     assert not (out / "ltrc_yahoo.tar.bz2").exists()
     X, _, _ = read_svmlight(find_split_file(ds, tmp_path, "Fold1", "vali"), 700)
@@ -396,3 +487,37 @@ def test_registry_override_errors_name_the_key(tmp_path):
     bad.write_text(json.dumps({"mslr-web30k": {"sha": "x"}}))
     with pytest.raises(ValueError, match=r"r\.json: entry 'mslr-web30k': unknown field\(s\) \['sha'\]"):
         load_registry(bad)
+
+
+def test_pip_download_moves_the_source_distribution_into_place_or_says_where_to_put_it(tmp_path, monkeypatch):
+    """``mslr-web30k-sample`` is fetched with pip from the registry: the command asks for the
+    source distribution alone; the one file pip wrote becomes the archive; anything else is a
+    DownloadError naming where to place the file (no pip process runs here: subprocess.run is faked)."""
+    import subprocess
+    import sys
+
+    from bench.data.fetch import pip_download
+
+    ds = REGISTRY["mslr-web30k-sample"]
+    calls = []
+
+    def fake_run(cmd, **kwargs):
+        calls.append(cmd)
+        out = Path(cmd[cmd.index("-d") + 1])
+        (out / ds.archive).write_bytes(b"sdist")
+        return subprocess.CompletedProcess(cmd, 0, "Saved\n", "")
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    archive = tmp_path / "raw" / ds.raw_group / ds.archive
+    assert pip_download(ds, archive, log=lambda m: None) == archive and archive.read_bytes() == b"sdist"
+    cmd = calls[0]
+    assert cmd[:4] == [sys.executable, "-m", "pip", "download"] and "rankeval==0.8.2" in cmd
+    assert cmd[cmd.index("--no-binary") + 1] == "rankeval" and "--no-deps" in cmd
+    assert not any(p.name.startswith(".pip-") for p in archive.parent.iterdir())  # its temporary folder is gone
+
+    def failing_run(cmd, **kwargs):
+        return subprocess.CompletedProcess(cmd, 1, "", "ERROR: No matching distribution found for rankeval==0.8.2")
+
+    monkeypatch.setattr(subprocess, "run", failing_run)
+    with pytest.raises(DownloadError, match=r"No matching distribution.*place it at .*rankeval-0.8.2.tar.gz"):
+        pip_download(ds, tmp_path / "other" / ds.archive, log=lambda m: None)

@@ -292,4 +292,21 @@ def test_cli_prepare(tmp_path, capsys):
     assert cli_main(["datasets", "--raw-dir", str(tmp_path / "raw"),
                      "--prepared-dir", str(tmp_path / "prepared")]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("synthetic"))
-    assert "prepared" in line
+    assert line.split()[1:4] == ["generated", "generated", "1"]  # obtain, archive, prepared folds
+
+
+def test_a_sample_cut_at_a_line_count_drops_each_files_last_query(tmp_path, rng):
+    """``mslr-web30k-sample`` (rankeval's first 5,000 lines of MSLR Fold1 train and test): the last
+    query of each file may be cut, so it is dropped before validation is carved from train; the
+    dropped query ids are in meta.json. Oracle: the parsed files minus their last query id."""
+    root = tmp_path / "raw" / "mslr-web30k-sample" / "extracted" / "rankeval" / "test" / "data"
+    _write_svm(root / "msn1.fold1.train.5k.txt", *_random_split(rng, 41, n_features=136, lengths=(2, 6)))
+    _write_svm(root / "msn1.fold1.test.5k.txt", *_random_split(rng, 9, n_features=136, lengths=(2, 6)))
+    f = prepare_fold("mslr-web30k-sample", "Fold1", tmp_path / "p", raw_dir=tmp_path / "raw", log=lambda m: None)
+    _, _, q_train = read_svmlight(root / "msn1.fold1.train.5k.txt")
+    _, _, q_test = read_svmlight(root / "msn1.fold1.test.5k.txt")
+    assert f.meta["last_query_dropped"] == {"train": int(q_train[-1]), "test": int(q_test[-1])}
+    assert f.splits["test"].qids.tolist() == sorted(set(q_test.tolist()) - {q_test[-1]})
+    kept = set(f.splits["train"].qids.tolist()) | set(f.splits["vali"].qids.tolist())
+    assert kept == set(q_train.tolist()) - {q_train[-1]} and f.meta["vali_carved_from_train"]
+    assert (f.splits["train"].n_queries, f.splits["vali"].n_queries) == (30, 10)  # 0.25 of the 40 kept

@@ -46,7 +46,7 @@ def test_max_dcg_of_an_empty_list_is_zero():
     assert _common.max_dcg(y, torch.zeros_like(y, dtype=torch.bool)).item() == 0.0
 
 
-@pytest.mark.parametrize("name", names())
+@pytest.mark.parametrize("name", [n for n in names() if info(n).outputs == "scores"])
 def test_padding_invariance_with_negative_labels(name):
     """Every loss: lists with labels in {-2, -1, 0, 1, 2} give the same value and gradient
     with and without 4 extra padded items (float64, 1e-9 relative)."""

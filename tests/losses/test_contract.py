@@ -5,7 +5,11 @@ its inputs through the one validator :func:`bench.losses._common.check_inputs`, 
 every loss rejects the same bad call with the same exception and message.
 
 Parametrized over ``bench.losses.names()``: a registered loss whose module is missing or
-broken fails here (``get`` raises), it is never skipped. Loss-specific oracles and limits
+broken fails here (``get`` raises), it is never skipped. The losses on one logit per label
+grade (``info(name).outputs == "grade_logits"``: ARF's point-wise Softmax) take ``[B, L, C]``
+logits instead of ``[B, L]`` scores: their contract is tested in their own module
+(``tests/losses/test_grades.py``), and :func:`test_the_grade_losses_are_the_ones_tested_apart`
+fails when a new one appears untested. Loss-specific oracles and limits
 live next to each loss's own tests. Sizes are small on purpose (17 losses x 6 families).
 
 Tolerances: padding and batch identities 1e-9 relative in float64 (docs/losses.md); gradcheck
@@ -76,7 +80,12 @@ def value_and_grad(name, loss, scores, labels, mask):
     return value.detach(), s.grad
 
 
-ALL = names()
+ALL = [n for n in names() if info(n).outputs == "scores"]
+GRADE_LOSSES_TESTED_APART = {"softmax_pointwise"}  # tests/losses/test_grades.py
+
+
+def test_the_grade_losses_are_the_ones_tested_apart():
+    assert {n for n in names() if info(n).outputs != "scores"} == GRADE_LOSSES_TESTED_APART
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -100,8 +109,40 @@ def test_padding_invariance_and_zero_gradient_on_padding(name):
 def test_gradient_matches_finite_differences(name):
     loss = make(name, **info(name).relaxed)
     s, y, m = lists([5, 4], 5, seed=3)
+    if info(name).estimated_gradient:
+        return _check_estimated_gradient(name, loss, s[:1], y[:1])
     s = s.clone().requires_grad_(True)
     assert torch.autograd.gradcheck(lambda x: call(name, loss, x, y, m), (s,), eps=1e-6)
+
+
+def _check_estimated_gradient(name, loss, s, y, groups=8, copies=250, h=0.02):
+    """A loss whose gradient estimates that of its value's expectation (PL-Rank): per group of
+    ``copies`` copies of one list in one batch (each copy its own draws; each group its own
+    seed), the directional derivative of the mean value by central differences at +-h (the same
+    draws on both sides, so most cancel) against the mean gradient, along a fixed random
+    direction and along the first group's gradient. Over the groups, the mean of (difference -
+    gradient) must be within 5 of its standard errors (from the groups' spread; t with 7 degrees
+    of freedom) plus h^2, which covers the central difference's truncation error h^2 |f'''| / 6
+    wherever |f'''| <= 6 (a metric in [0, 1] of scores of unit scale stays far below)."""
+    batch, yb = s.repeat(copies, 1), y.repeat(copies, 1)
+    mb = torch.ones_like(batch, dtype=torch.bool)
+    directions = [torch.tensor(np.random.default_rng(11).normal(size=s.shape[1]), dtype=s.dtype)]
+    gaps = []
+    for g in range(groups):
+        x = batch.clone().requires_grad_(True)
+        call(name, loss, x, yb, mb, seed=g).backward()
+        grad = x.grad.sum(0)  # the batch value is the mean over copies
+        if g == 0:
+            directions.append(grad)
+        row = []
+        for v in directions:
+            v = v / v.norm()
+            up, down = (call(name, loss, batch + sign * h * v, yb, mb, seed=g).item() for sign in (1, -1))
+            row.append((up - down) / (2 * h) - float(grad @ v))
+        gaps.append(row)
+    gaps = np.array(gaps)
+    mean, se = gaps.mean(0), gaps.std(0, ddof=1) / np.sqrt(groups)
+    assert np.all(np.abs(mean) <= 5 * se + h * h), (mean, se)
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -109,13 +150,22 @@ def test_batch_equals_mean_of_single_lists_and_degenerate_lists_contribute_nothi
     loss = make(name)
     lengths = [7, 5, 3]
     s, y, m = lists(lengths, 7, seed=4, distinct_labels=info(name).stochastic)
-    singles = [call(name, loss, s[i : i + 1, :n], y[i : i + 1, :n], m[i : i + 1, :n]).item() for i, n in enumerate(lengths)]
+    sd, yd, md = lists([1, 0], 7, seed=5)  # one real item, and no real item at all
+    if info(name).stochastic:
+        # a sampled loss draws per position of the batch: each list alone is the same batch with
+        # the other lists masked out (the same draws), and the degenerate lists are in every call
+        s, y, m = torch.cat([s, sd]), torch.cat([y, yd]), torch.cat([m, md])
+        alone = [m & (torch.arange(len(m)) == i)[:, None] for i in range(len(lengths))]
+        singles = [call(name, loss, s, y, mi).item() for mi in alone]
+    else:
+        singles = [call(name, loss, s[i : i + 1, :n], y[i : i + 1, :n], m[i : i + 1, :n]).item() for i, n in enumerate(lengths)]
     batch = call(name, loss, s, y, m).item()
     assert batch == pytest.approx(float(np.mean(singles)), rel=1e-9)
-    # one real item, and no real item at all: same batch value, and each alone gives 0
-    sd, yd, md = lists([1, 0], 7, seed=5)
-    both = call(name, loss, torch.cat([s, sd]), torch.cat([y, yd]), torch.cat([m, md])).item()
-    assert both == pytest.approx(batch, rel=1e-9)
+    # the degenerate lists add nothing to the batch value (a sampled loss's batch holds them
+    # already), and each alone gives 0
+    if not info(name).stochastic:
+        both = call(name, loss, torch.cat([s, sd]), torch.cat([y, yd]), torch.cat([m, md])).item()
+        assert both == pytest.approx(batch, rel=1e-9)
     alone = make(name)
     sd = sd.clone().requires_grad_(True)
     value = call(name, alone, sd, yd, md)

@@ -67,12 +67,14 @@ def test_a_positive_integer_is_taken(name, hyper):
 
 # counts and their least value: Sinkhorn iterations (0: the matrix as it is), tree levels
 COUNTS = {"max_iter": 0, "n_iter": 0, "depth": 1}
+COUNTS.update({"n_samples": 1, "sample_size": 1})  # sampled rankings (PL-Rank), Gumbel draws per list
 COUNT_CASES = [(n, hyper) for hyper in COUNTS for n in _with(hyper)]
 
 
 def test_the_counting_losses_are_all_found():
     assert {n for n, _ in COUNT_CASES} >= {"neuralndcg", "neuralndcg_transposed", "sinkprop", "pirank_ndcg",
                                            "pirank_arp"}
+    assert {n for n, _ in COUNT_CASES} >= {"plrank_ndcg", "gumbel_approxndcg", "gumbel_neuralsort_ce"}
 
 
 # what each kind of hyperparameter must be (the message's words) and the values it refuses

@@ -13,7 +13,8 @@ from bench.losses import registry
 TEAM_NAMES = [
     "pirank_ndcg", "pirank_arp", "neuralndcg", "neuralndcg_transposed", "sinkprop", "arf", "arf_relax",
     "approxndcg", "lambdaloss", "lambda_recall", "lambda_opa", "ranknet", "listnet", "neuralsort_ce",
-    "softmax", "listmle", "rmse", "softrank_ndcg", "softrank_spearman", "softsort_ndcg", "diffsort_ndcg",
+    "softmax", "listmle", "rmse", "softrank_ndcg", "softrank_spearman", "softsort_ndcg", "diffsort_ndcg", "softmax_pointwise",
+    "plrank_ndcg", "gumbel_approxndcg", "gumbel_neuralsort_ce",
 ]  # fmt: skip
 
 S = torch.tensor([[0.5, -0.2, 1.0]])

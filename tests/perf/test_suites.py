@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import os
 
+import numba
 import pandas as pd
 import pytest
 import torch
@@ -82,7 +83,7 @@ def test_scaling_csv_has_the_figure_columns_and_pirank_variants(quick_all):
 @pytest.mark.parametrize("suite, header", [
     ("train", ["lists", "loss", "real docs / pass", "padding", "trainer docs/s", "bare step docs/s",
                "trainer / bare", ">= 0.9x"]),
-    ("parse", ["parser", "seconds", "MB/s", "speed vs scikit-learn"]),
+    ("parse", ["parser", "seconds", "CPU seconds", "MB/s", "speed vs scikit-learn", "per CPU second vs scikit-learn"]),
     ("metrics", ["implementation", "seconds", "speed vs loop"]),
     ("losses", perf_losses.COLUMNS),
 ])
@@ -98,6 +99,10 @@ def test_parse_suite_checks_identical_arrays_and_reports_both_targets(quick_all)
     text = (quick_all[1] / "parse.md").read_text(encoding="utf-8")
     assert "identical between the two parsers: True" in text
     assert "SVMlight parsing vs scikit-learn" in text and "prepared-cache reload vs parsing" in text
+    rows = md_tables(text)[0][2:]
+    assert [r[0] for r in rows] == ["scikit-learn load_svmlight_file + toarray", "bench read_svmlight (1 numba thread)",
+                                    f"bench read_svmlight ({numba.get_num_threads()} numba threads)"]
+    assert all(float(r[2]) >= 0 for r in rows) and "Per CPU second" in text  # CPU seconds (0.00 on --quick)
 
 
 def test_study_lists_the_slowest_jobs_first(quick_all):
@@ -189,7 +194,7 @@ def test_perf_all_cuda_without_cuda_is_a_clear_error(tmp_path, capsys, monkeypat
 
 
 def test_every_suite_is_registered():
-    assert set(SUITES) == {"losses", "kernels", "scaling", "train", "parse", "metrics", "study", "scale", "gbdt-devices", "all"}
+    assert set(SUITES) == {"losses", "kernels", "scaling", "train", "parse", "metrics", "study", "gbdt-devices", "all"}
     assert not math.isnan(perf_scaling.loglog_slope([1, 2], [1, 2]))
 
 

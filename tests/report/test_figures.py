@@ -92,22 +92,68 @@ def test_listsize_relative_change_over_smallest_training_size():
     assert rel[(10, 10)] == 0.0
     assert rel[(10, 40)] == pytest.approx(5.0)
     assert rel[(20, 40)] == pytest.approx(20.0)
-    fig = F.listsize_figure(data)
+    fig = F.listsize_figure(data, "loss pirank_ndcg on syn-web")
     assert "relative change over L_train = 10 (%)" in fig.axes[0].get_ylabel()
+    assert fig.get_suptitle() == "Training vs test list size: loss pirank_ndcg on syn-web"
 
 
 def test_temperature_figure_from_curves(tmp_path):
+    """Figs. 5 and 8-12 from run curves: seeds averaged per epoch, x = the epoch's last step in
+    thousands, Fig. 5's relaxed curve = 1 - the validation loss on the cut lists, every curve
+    smoothed by the debiased EMA (oracle: the closed form sum w^(t-i) v_i / sum w^(t-i), 1e-12)."""
     runs = {}
-    for tau in ("tau=0.1", "tau=5"):
-        d = tmp_path / tau
-        d.mkdir()
-        pd.DataFrame({"epoch": [1, 2, 3], "train_loss": [0.8, 0.6, 0.5],
-                      "vali_ndcg@1": [0.2, 0.3, 0.35], "vali_ndcg@10": [0.4, 0.45, 0.5]}).to_csv(d / "curve.csv")
-        runs[tau] = [d]
+    for tau, shift in (("tau=0.1", 0.0), ("tau=5", 0.1)):
+        dirs = []
+        for seed in (0, 1):
+            d = tmp_path / f"{tau}-{seed}"
+            d.mkdir()
+            pd.DataFrame({"epoch": [1, 2, 3], "step": [400, 800, 1200], "train_loss": [0.8, 0.6, 0.5],
+                          "vali_L100_loss": [0.7 - shift, 0.5, 0.4 + seed * 0.1],
+                          "vali_L100_ndcg@1": [0.2, 0.3, 0.35],
+                          "vali_L100_ndcg@10": [0.4, 0.45, 0.5]}).to_csv(d / "curve.csv")
+            dirs.append(d)
+        runs[tau] = dirs
     curves = F.read_curves(runs)
-    fig = F.temperature_figure(curves, ["ndcg@1", "ndcg@10"])
+    data = F.temperature_data(curves, ["ndcg@1", "ndcg@10"], 100, 0.9)
+    relaxed = data[(data.panel == "fig5") & (data.kind == "relaxed") & (data.label == "tau=0.1")]
+    assert relaxed.kiloiter.tolist() == [0.4, 0.8, 1.2]
+    raw = [0.3, 0.5, 0.55]  # 1 - the mean over the two seeds
+    assert relaxed.raw.tolist() == pytest.approx(raw, rel=1e-12)
+    w = 0.9
+    closed = [sum(w ** (t - i) * raw[i] for i in range(t + 1)) / sum(w ** (t - i) for i in range(t + 1))
+              for t in range(3)]
+    assert relaxed.smoothed.tolist() == pytest.approx(closed, rel=1e-12)
+    assert list(dict.fromkeys(data.panel)) == ["fig5", "ndcg@1", "train_loss"]
+    fig = F.temperature_figure(data, 100, 0.9, "loss pirank_ndcg on syn-web")
+    assert fig.get_suptitle().startswith("Temperature: loss pirank_ndcg on syn-web; smoothed")
     titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
-    assert titles[:2] == ["validation NDCG@1", "validation NDCG@10"]
-    assert titles[2] == "training loss" and "1 - training loss" in titles[3]
+    assert titles[0].startswith("PiRank Fig. 5") and titles[1] == "PiRank Fig. 8: validation NDCG@1"
+    assert titles[2] == "PiRank Fig. 12: training loss"
+    assert all(ax.get_xlabel() == "iterations (thousands)" for ax in fig.axes if ax.get_visible())
+    assert len(fig.axes[0].lines) == 2 * 2 * 2  # two temperatures x (relaxed, hard) x (raw, smoothed)
+    with pytest.raises(ValueError, match="vali_L40_loss"):
+        F.temperature_data(curves, ["ndcg@1"], 40, 0.9)
     with pytest.raises(FileNotFoundError, match="curve.csv"):
         F.read_curves({"x": [tmp_path / "missing"]})
+
+
+def test_tensorboard_smoothing_limits():
+    """w = 0 is the raw curve; a constant curve stays constant; a non-finite point is drawn as
+    it is and does not enter the average (TensorBoard's rules); 1e-12 relative."""
+    v = [0.3, 0.9, 0.1]
+    assert F.tensorboard_smooth(v, 0.0).tolist() == v
+    assert F.tensorboard_smooth([0.5] * 4, 0.99).tolist() == pytest.approx([0.5] * 4, rel=1e-12)
+    out = F.tensorboard_smooth([1.0, float("inf"), 0.0], 0.5)
+    assert out[0] == 1.0 and out[1] == float("inf")
+    assert out[2] == pytest.approx((0.5 * 1.0) / (0.5 + 1.0), rel=1e-12)  # weights w^1, w^0 on 1.0, 0.0
+
+
+@pytest.mark.parametrize("profile, dataset", [((), "syn-web"), (("config/paper.yaml",), "MSLR-WEB30K")])
+def test_temperature_and_listsize_figures_name_loss_and_dataset(profile, dataset):
+    """The spec of each figure names what it shows (its image's title), from the config."""
+    from bench.config import plan
+    from bench.config.validate import load_config
+
+    config = load_config(*profile)
+    for figure in ("temperature_figure", "listsize_figure"):
+        assert plan.figure_spec(config, figure)["subject"] == f"loss pirank_ndcg on {dataset}"

@@ -182,7 +182,7 @@ def test_paper_numbers_spot_checks_against_the_printed_tables():
     assert value("pirank_table1", "mslr-web30k", "neuralsort_ce_t1000", "opa") == 0.635468
     assert value("neuralndcg_table3", "istella", "lambdarank", "ndcg@10") == pytest.approx(0.7109)
     assert value("neuralndcg_table3", "mslr-web30k", "xgboost_pairwise", "ndcg@5") == pytest.approx(0.4680)
-    assert value("arf_table2", "istella", "softmax", "ndcg@15") == 0.069
+    assert value("arf_table2", "istella", "softmax_pointwise", "ndcg@15") == 0.069  # point-wise Softmax
     assert value("arf_table2", "mslr-web30k", "arf", "recall_arf@30@15") == 0.446  # ARF eq. 4
     assert value("listsize_table3", "mslr-web30k", "pirank_ndcg_L100", "ndcg@10", 100) == 0.3878
     assert value("listsize_table3", "mslr-web30k", "pirank_ndcg_L10", "arp", 40) == 18.3042
@@ -204,8 +204,9 @@ def test_paper_rows_name_methods_and_metrics_of_their_table():
     computed = {spec.get("paper"): name for name, spec in cfg["computed_tables"].items()}
     for table, grp in p.groupby("table"):
         if table in computed:  # not statistics tables: rows are toy rows, datasets or ARF Table 2's methods
-            if table == "arf_table9":
-                assert set(grp.method) == set(cfg["tables"][cfg["computed_tables"]["arf_table9"]["table"]]["methods"])
+            if table == "arf_table9":  # every row but the listwise Softmax, the reading ARF did not time
+                methods = set(cfg["tables"][cfg["computed_tables"]["arf_table9"]["table"]]["methods"])
+                assert set(grp.method) == methods - {"softmax"}
             continue
         if (grp.published != "").any():  # published baselines: only the reproduced rows are ours
             spec = next(t for t in cfg["tables"].values() if t.get("paper") == table)

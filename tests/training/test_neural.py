@@ -320,7 +320,7 @@ def test_releasing_a_split_drops_its_pages_and_keeps_its_values(tmp_path):
     """``release_pages`` takes a mapped split's pages out of the process's resident set (64 MB
     of features read whole: RSS falls by at least 56 MB) and a later read sees the same bytes."""
     from bench.data.prepared import Split
-    from bench.perf.calibrate import rss_bytes
+    from bench.perf.process import rss_bytes
 
     n, f = 1 << 16, 256
     np.save(tmp_path / "features.npy", np.random.default_rng(0).standard_normal((n, f), dtype=np.float32))

@@ -1,0 +1,75 @@
+"""bench.costs.calibrate: the order of the measurements, the progress line's ETA, and an interrupt."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.costs import calibrate
+from bench.costs.calibration import Calibration, Device, entry_key, load_calibration
+
+
+def _needed(kinds: list[str]) -> dict:
+    out = {}
+    for i, kind in enumerate(kinds):
+        spec = {"i": i, "loss": f"l{i}", "batch_size": 4, "list_size": 8} if kind == "loss_step" else {"i": i}
+        out[entry_key(kind, spec)] = (kind, spec)
+    return out
+
+
+def test_cheap_shared_kinds_first_and_losses_in_batches():
+    needed = _needed(["gbdt", "loss_step", "process", *["loss_step"] * (calibrate.LOSS_BATCH + 3), "model_step"])
+    order = [(kind, len(group)) for kind, group in calibrate.batches(needed)]
+    assert order == [("process", 1), ("loss_step", calibrate.LOSS_BATCH), ("loss_step", 4), ("model_step", 1),
+                     ("gbdt", 1)]
+
+
+def test_the_eta_is_the_priors_left_at_the_pace_so_far():
+    now = [0.0]
+    progress = calibrate.Progress(_needed(["process", "gbdt", "gbdt"]), clock=lambda: now[0])
+    prior = calibrate.PRIOR_SECONDS
+    assert progress.eta() == pytest.approx(prior["process"] + 2 * prior["gbdt"])  # nothing measured: the priors
+    now[0] = 2 * prior["process"]  # the first measurement took twice its prior: the rest will too
+    progress.advance(["process"])
+    assert progress.eta() == pytest.approx(2 * 2 * prior["gbdt"])
+    line = progress.line("process", now[0])
+    eta = calibrate.clock_text(4 * prior["gbdt"])
+    assert line == f"calibrating 1/3 (33%), {calibrate.clock_text(now[0])} elapsed, ETA {eta}: process in {now[0]:.1f} s"
+    assert calibrate.clock_text(3725) == "1:02:05"
+
+
+def test_each_batch_is_saved_as_it_is_measured_and_an_interrupt_keeps_them(tmp_path):
+    cal = Calibration(Device("cpu", "x", 1), {}, tmp_path / "cal.json")
+    needed = _needed(["process", "linear", "gbdt"])
+    calls = []
+
+    def measure_many(kind, specs, **kw):
+        calls.append(kind)
+        if kind == "gbdt":
+            raise KeyboardInterrupt  # Ctrl-C during the third measurement
+        return [{"seconds": 1.0} for _ in specs]
+
+    lines = []
+    with pytest.raises(KeyboardInterrupt):
+        calibrate.calibrate(cal, needed, log=lines.append, measure_many=measure_many, workers=1)
+    kept = load_calibration(cal.path)
+    assert calls == ["process", "linear", "gbdt"] and len(lines) == 2
+    assert sorted(e["kind"] for e in kept.entries.values()) == ["linear", "process"]
+
+
+def test_batches_side_by_side_in_forked_workers(tmp_path):
+    """Two workers: every batch measured once in a child process, all saved, the order of the
+    progress lines the order they finished."""
+    cal = Calibration(Device("cpu", "x", 1), {}, tmp_path / "cal.json")
+    needed = _needed(["process", "linear", "linear", "evaluate", "summary"])
+
+    def measure_many(kind, specs, **kw):
+        import os
+
+        return [{"pid": os.getpid(), "i": spec["i"]} for spec in specs]
+
+    lines = []
+    done = calibrate.calibrate(cal, needed, log=lines.append, measure_many=measure_many, workers=2)
+    kept = load_calibration(cal.path)
+    assert done.done == 5 and len(lines) == 5 and lines[-1].startswith("calibrating 5/5 (100%)")
+    assert sorted(e["result"]["i"] for e in kept.entries.values()) == [0, 1, 2, 3, 4]
+    assert __import__("os").getpid() not in {e["result"]["pid"] for e in kept.entries.values()}

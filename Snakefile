@@ -24,4 +24,5 @@ rule all:
     input:
         report_inputs(),
         "reports/report.html",
+        reproduction_outputs(),  # the frozen baselines, re-run by this study, checked
     default_target: True

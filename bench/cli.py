@@ -28,7 +28,7 @@ STAGES: dict[str, tuple[str, ...]] = {
     "bench.curves": ("loss-curves", "toy-sort"),
     "bench.stats": ("stats",),
     "bench.report.cli": ("table", "figure", "compare-table", "computed-table", "coverage", "selection-table"),
-    "bench.frozen": ("freeze", "check-frozen"),
+    "bench.frozen": ("freeze", "check-frozen", "check-reproduced"),
     "bench.perf.cli": ("perf",),
     "bench.costs.cli": ("plan", "status", "plan-check"),
 }

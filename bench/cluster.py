@@ -74,7 +74,8 @@ SIZES: dict[str, dict[str, tuple[int, int]]] = {
 GROUPS: dict[str, dict[str, str]] = {
     "default": dict.fromkeys(("prepare", "train", "gbdt", "linear", "evaluate", "stats", "table", "figure", "loss_curves",
                               "perf_scaling", "freeze_dataset", "check_frozen", "compare_table",
-                              "computed_table", "toy_sort", "select", "selection_table", "quality_cost"), "study"),
+                              "computed_table", "toy_sort", "select", "selection_table", "quality_cost",
+                              "check_reproduced"), "study"),
     "paper": dict.fromkeys(("evaluate", "stats", "table", "figure", "compare_table", "computed_table", "select",
                             "selection_table", "quality_cost"), "summaries"),
 }

@@ -11,6 +11,9 @@ where the state says the request was too small (:data:`ADVICE`, one entry per st
 The facts come from the run's log, which names every submission (``... submitted with SLURM
 jobid N (log: PATH)``) and every failed one (its ``PATH`` on a ``log:`` line of an ``Error in``
 block), so nothing here depends on how the plugin words its messages. Standard library only.
+
+A local run's failed jobs get the same treatment (:func:`job_error_lines`): Snakemake's block
+says "check log file(s)"; the run ends with one line per distinct error, read from those logs.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ADVICE", "Attempt", "Ended", "failed_jobs", "failure_lines", "query_states", "with_resources"]
+__all__ = ["ADVICE", "Attempt", "Ended", "failed_jobs", "failure_lines", "job_error", "job_error_lines", "query_states",
+           "with_resources"]
 
 _SUBMITTED = re.compile(r"submitted with SLURM jobid (\d+) \(log: (.+?)\)\.?$", re.M)
 _ERROR_LOG = re.compile(r"^\s+log: (.*)$", re.M)
@@ -204,4 +208,44 @@ def failure_lines(log_text: str, argv: Sequence[str], rules: Iterable[str],
         command = shlex.join(["snakemake", *(with_resources(argv, settings) if settings else argv)])
         lines.append(f"ltr-bench: SLURM job {attempt.slurm_id} ({attempt.key}) ended {end.state}, attempt {tries} "
                      f"(log {_shown(attempt.log)}): {why}: `{command}`")
+    return lines
+
+
+# ----------------------------------------------------------------------------- a local run's failed jobs
+
+_ERROR_IN = re.compile(r"^Error in (?:rule|group) (\S+?):\n((?:[ \t]+.*\n?)*)", re.M)
+_ONE_LINE = re.compile(r"^ltr-bench [\w-]+: error: .*$", re.M)  # a BenchError, as bench.cli prints it
+_EXCEPTION = re.compile(r"^[\w.]*(?:Error|Exception|Interrupt|Exit)\b.*$", re.M)  # a traceback's last line
+
+
+def job_error(log: str) -> str:
+    """The one line that says why a job failed: its ``ltr-bench ...: error:`` line, else the last
+    exception line of its traceback, else its last line (``""`` for an empty or missing log)."""
+    try:
+        text = Path(log).read_text(errors="replace")
+    except OSError:
+        return ""
+    for pattern in (_ONE_LINE, _EXCEPTION):
+        found = pattern.findall(text)
+        if found:
+            return found[-1].strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def job_error_lines(log_text: str) -> list[str]:
+    """One line per distinct error of the jobs that failed in a local run: the rule, the error
+    its log ends with (:func:`job_error`) and the logs that show it -- what Snakemake's own
+    ``Error in rule`` block leaves to "check log file(s)"."""
+    errors: dict[tuple[str, str], list[str]] = {}
+    for rule, body in _ERROR_IN.findall(log_text):
+        logs = [path for line in _ERROR_LOG.findall(body)
+                for path in line.split(" (check log")[0].split(", ") if path.strip()]
+        for path in logs:
+            errors.setdefault((rule, job_error(path.strip()) or "no error line in its log"), []).append(path.strip())
+    lines = []
+    for (rule, error), logs in errors.items():
+        shown = ", ".join(_shown(p) for p in logs[:3]) + (f" and {len(logs) - 3} more" if len(logs) > 3 else "")
+        jobs = f"{len(logs)} {rule} jobs" if len(logs) > 1 else f"{rule} job"
+        lines.append(f"ltr-bench: {jobs} failed: {error} (log: {shown})")
     return lines

@@ -27,21 +27,29 @@ True
 from __future__ import annotations
 
 import json
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from bench.atomic import atomic_path
+from bench.config import kinds
 from bench.data.extract import file_sha256
 from bench.errors import FrozenMismatch, UsageError
-from bench.provenance import canonical_json, git_commit, library_versions, protocol_hash
+from bench.provenance import canonical_json, git_commit, library_versions, platform_facts, protocol_hash
 from bench.results import read_frames
 
-FORMAT = 1
+FORMAT = 2  # 2: the platform facts the bits depend on (bench.provenance.platform_facts)
 MANIFEST = "manifest.json"
 BASELINES = "baselines"
+#: what the manifest says the per-query bits depend on (measured: docs/compare.md, "What the bits depend on")
+DEPENDS_ON = ("the code (code_version), the protocol (protocol_hash), the data (dataset_fingerprints) and the "
+              "platform: CPU model and SIMD flags, torch's CPU capability, the ISA environment variables, the "
+              "computing libraries' versions and torch's thread count (platform); another platform gives other "
+              "bits that land within freeze.platform_tolerance of the means")
 
 
 def protocol_diff(frozen: Any, current: Any, prefix: str = "") -> list[str]:
@@ -83,12 +91,15 @@ def freeze(
     dataset: str,
     protocol: dict[str, Any],
     prepared_dirs: list[str | Path],
+    platform: dict[str, Any] | None = None,
 ) -> Path:
-    """Write the frozen baselines of one dataset (one parquet per method) and the manifest."""
+    """Write the frozen baselines of one dataset (one parquet per method) and the manifest;
+    ``platform`` (:func:`bench.provenance.platform_facts` of the machine that trained them) is
+    what a re-run must match to reproduce them bit for bit."""
     out_dir = Path(out_dir)
     if per_query.empty:
         raise ValueError("nothing to freeze: the per-query frame is empty")
-    commit, dirty = git_commit()
+    commit, dirty = git_commit(outside=out_dir)
     versions = library_versions()
     with atomic_path(out_dir, is_dir=True) as tmp:
         (tmp / BASELINES).mkdir()
@@ -108,6 +119,8 @@ def freeze(
             "methods": sorted(per_query["method"].unique().tolist()),
             "code_version": {"ltr-bench": versions.get("ltr-bench"), "git_commit": commit, "git_dirty": dirty},
             "versions": versions,
+            "platform": platform,
+            "bits_depend_on": DEPENDS_ON,
             "files": files,
             "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         }
@@ -172,6 +185,143 @@ def load_frozen(frozen_dir: str | Path, manifest: dict[str, Any]) -> pd.DataFram
     return pd.concat(frames, ignore_index=True)
 
 
+# ----------------------------------------------------------------------------- do the current runs reproduce them?
+
+
+def refreeze_command(profile: str) -> str:
+    """What to type to re-freeze a profile's baselines from the current code: retrain the frozen
+    methods' runs (every run kind's rule), re-evaluate, rewrite the folder; then commit it."""
+    rules = " ".join(kinds.rules())
+    return (f"`snakemake --cores 2 freeze --forcerun {rules}` (with the study's --configfile) from a clean "
+            f"commit, then commit results/frozen/{profile}/")
+
+
+@dataclass(frozen=True)
+class Drift:
+    """How far one method's current per-query results land from its frozen ones.
+
+    ``rows``: the ``(fold, seed, query)`` rows compared; ``rows_differ``: rows where any metric
+    (or its ``:dropped`` flag) differs in any bit; per metric, ``max_abs`` the largest per-query
+    ``|current - frozen|`` and ``mean_diff`` the current mean minus the frozen mean over the
+    rows that neither side drops.
+    """
+
+    method: str
+    rows: int
+    rows_differ: int
+    max_abs: dict[str, float]
+    mean_diff: dict[str, float]
+
+    @property
+    def identical(self) -> bool:
+        return self.rows_differ == 0
+
+
+def drifts(frozen: pd.DataFrame, current: pd.DataFrame, metrics: list[str]) -> list[Drift]:
+    """Per method of the frozen frame, its :class:`Drift` (``FrozenMismatch`` if rows are missing)."""
+    keys = ["method", "fold", "seed", "query"]
+    out = []
+    for method, old in frozen.groupby("method", sort=True):
+        new = current[current["method"] == method]
+        if new.empty:
+            raise FrozenMismatch(f"method {method!r} is frozen but was not trained now")
+        pair = old.merge(new, on=keys, how="outer", suffixes=("_frozen", "_current"), indicator=True)
+        unpaired = int((pair["_merge"] != "both").sum())
+        if unpaired:
+            raise FrozenMismatch(f"method {method!r}: {unpaired} (fold, seed, query) rows are in only one of the "
+                                 "frozen and the current results (other folds, seeds or queries)")
+        differ = np.zeros(len(pair), dtype=bool)
+        max_abs, mean_diff = {}, {}
+        for metric in metrics:
+            a, b = pair[f"{metric}_frozen"].to_numpy(np.float64), pair[f"{metric}_current"].to_numpy(np.float64)
+            differ |= ~((a == b) | (np.isnan(a) & np.isnan(b)))
+            flag = f"{metric}:dropped"
+            kept = np.ones(len(pair), dtype=bool)
+            if f"{flag}_frozen" in pair:
+                fa, fb = pair[f"{flag}_frozen"].to_numpy(bool), pair[f"{flag}_current"].to_numpy(bool)
+                differ |= fa != fb
+                kept = ~(fa | fb)
+            gap = np.abs(b - a)
+            max_abs[metric] = float(np.nanmax(gap)) if len(gap) else 0.0
+            mean_diff[metric] = float(np.nanmean(b[kept]) - np.nanmean(a[kept])) if kept.any() else 0.0
+        out.append(Drift(str(method), len(pair), int(differ.sum()), max_abs, mean_diff))
+    return out
+
+
+def platform_differences(frozen: dict[str, Any] | None, current: dict[str, Any]) -> list[str]:
+    """The platform facts in which this machine differs from the one that froze the baselines
+    (``["unrecorded"]`` for a manifest without them)."""
+    if not frozen:
+        return ["unrecorded"]
+    return [key for key in sorted(set(frozen) | set(current)) if frozen.get(key) != current.get(key)]
+
+
+def _worst(items: list[Drift], metrics: list[str]) -> str:
+    parts = []
+    for d in items:
+        metric = max(metrics, key=lambda m: abs(d.mean_diff[m]))
+        parts.append(f"{d.method} ({d.rows_differ} of {d.rows} rows; largest |mean difference| "
+                     f"{metric} {d.mean_diff[metric]:+.4f})")
+    return ", ".join(parts)
+
+
+def verdict(found: list[Drift], metrics: list[str], *, differences: list[str],
+            tolerance: dict[str, float]) -> tuple[bool, str]:
+    """``(passes, the one line)``: on the platform that froze them (no ``differences``) every
+    method must be per query identical; on another platform every mean must land within
+    ``tolerance`` (per metric, absolute; a metric without an entry is reported, not judged)."""
+    n = len(found)
+    same = [d for d in found if d.identical]
+    if len(same) == n:
+        return True, f"frozen baselines reproduced: {n}/{n} methods, per query identical"
+    differ = [d for d in found if not d.identical]
+    if not differences:
+        return False, (f"frozen baselines NOT reproduced on the platform they were frozen on: {len(differ)}/{n} "
+                       f"methods differ per query: {_worst(differ, metrics)}")
+    outside = [d for d in differ if any(m in tolerance and abs(d.mean_diff[m]) > tolerance[m] for m in metrics)]
+    where = f"this machine differs from the freezing one in {', '.join(differences)}"
+    if outside:
+        return False, (f"frozen baselines NOT reproduced: {len(outside)}/{n} methods land outside the cross-platform "
+                       f"tolerance ({where}): {_worst(outside, metrics)}")
+    unjudged = [m for m in metrics if m not in tolerance]
+    note = f"; not judged (no freeze.platform_tolerance): {', '.join(unjudged)}" if unjudged else ""
+    return True, (f"frozen baselines reproduced within the cross-platform tolerance: {n}/{n} methods ({len(same)} per "
+                  f"query identical; {where}); largest differences: {_worst(differ, metrics)}{note}")
+
+
+def check_reproduced(frozen_dir: str | Path, per_query: pd.DataFrame, *, protocol: dict[str, Any],
+                     fingerprints: dict[str, str], platform: dict[str, Any],
+                     tolerance: dict[str, float]) -> dict[str, Any]:
+    """Compare the current runs of the frozen methods with the frozen files: the record the
+    default study writes (``ok``: True, False, or None when the protocol or the data changed and
+    there is nothing to compare; ``line``: what it prints)."""
+    manifest = read_manifest(frozen_dir)
+    verify_files(frozen_dir, manifest)  # a tampered frozen file is never "not comparable"
+    record: dict[str, Any] = {"frozen": str(frozen_dir), "manifest_sha256": file_sha256(Path(frozen_dir) / MANIFEST),
+                              "frozen_platform": manifest.get("platform"), "platform": platform,
+                              "code_version": manifest["code_version"], "created_at": manifest["created_at"]}
+    try:
+        check_frozen(frozen_dir, protocol, fingerprints)
+    except FrozenMismatch as exc:
+        return {**record, "ok": None, "line": f"frozen baselines not compared: {exc}; re-freeze: "
+                                              f"{refreeze_command(manifest['profile'])}"}
+    metrics = list(manifest["protocol"]["metrics"])
+    missing = [c for c in metrics if c not in per_query.columns]
+    if missing:
+        raise FrozenMismatch(f"the current per-query results lack the frozen metrics {missing}")
+    differences = platform_differences(manifest.get("platform"), platform)
+    try:
+        found = drifts(load_frozen(frozen_dir, manifest), per_query, metrics)
+    except FrozenMismatch as exc:  # other methods, folds or seeds than the frozen ones
+        return {**record, "ok": False, "line": f"frozen baselines NOT reproduced: {exc}; re-freeze: "
+                                               f"{refreeze_command(manifest['profile'])}"}
+    ok, line = verdict(found, metrics, differences=differences, tolerance=tolerance)
+    if not ok:
+        line += f"; if the change is intended, re-freeze: {refreeze_command(manifest['profile'])}"
+    return {**record, "ok": ok, "line": line, "platform_differences": differences, "tolerance": tolerance,
+            "metrics": metrics, "methods": [asdict(d) for d in found]}
+
+
 # ----------------------------------------------------------------------------- CLI
 
 
@@ -180,7 +330,7 @@ def _cli_freeze(args) -> int:
         protocol = json.loads(args.protocol)
         per_query = read_frames(args.per_query)
         freeze(per_query, args.out, profile=args.profile, dataset=args.dataset, protocol=protocol,
-               prepared_dirs=args.prepared)
+               prepared_dirs=args.prepared, platform=platform_facts(args.threads))
     except (ValueError, FrozenMismatch) as exc:
         raise UsageError(str(exc)) from exc
     print(f"froze {per_query['method'].nunique()} baselines of {args.dataset} into {args.out}")
@@ -200,6 +350,22 @@ def _cli_check(args) -> int:
     return 0
 
 
+def _cli_reproduced(args) -> int:
+    try:
+        tolerance = json.loads(args.tolerance)
+        record = check_reproduced(args.frozen, read_frames(args.per_query), protocol=json.loads(args.protocol),
+                                  fingerprints=fold_fingerprints(args.prepared),
+                                  platform=platform_facts(args.threads), tolerance=tolerance)
+    except (FrozenMismatch, json.JSONDecodeError) as exc:
+        raise UsageError(str(exc)) from exc
+    with atomic_path(args.out) as tmp:
+        tmp.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    if record["ok"] is False:
+        raise UsageError(record["line"])
+    print(record["line"])
+    return 0
+
+
 def register_cli(subparsers) -> None:
     """Add ``ltr-bench freeze`` and ``ltr-bench check-frozen``."""
     p = subparsers.add_parser("freeze", help="store per-query baseline results with a manifest")
@@ -209,7 +375,17 @@ def register_cli(subparsers) -> None:
     p.add_argument("--profile", required=True)
     p.add_argument("--dataset", required=True)
     p.add_argument("--out", required=True, help="results/frozen/<profile>/<dataset>")
+    p.add_argument("--threads", type=int, required=True, help="torch threads the runs trained with (platform facts)")
     p.set_defaults(func=_cli_freeze)
+    r = subparsers.add_parser("check-reproduced", help="do the current runs reproduce the frozen baselines?")
+    r.add_argument("--frozen", required=True, help="results/frozen/<profile>/<dataset>")
+    r.add_argument("--per-query", required=True, nargs="+", help="evaluated per-query parquet files of the current runs")
+    r.add_argument("--prepared", required=True, nargs="+", help="current prepared fold directories")
+    r.add_argument("--protocol", required=True, help="the current study protocol as JSON")
+    r.add_argument("--tolerance", required=True, help="JSON {metric: largest |mean difference|} on another platform")
+    r.add_argument("--threads", type=int, required=True, help="torch threads the runs trained with (platform facts)")
+    r.add_argument("--out", required=True, help="the record (JSON) the compare page reads")
+    r.set_defaults(func=_cli_reproduced)
     c = subparsers.add_parser("check-frozen", help="verify frozen baselines against the current protocol and data")
     c.add_argument("--frozen", required=True, help="results/frozen/<profile>/<dataset>")
     c.add_argument("--protocol", required=True, help="the current study protocol as JSON")

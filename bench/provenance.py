@@ -63,15 +63,21 @@ def protocol_hash(protocol: dict[str, Any]) -> str:
     return hashlib.sha256(canonical_json(protocol).encode("ascii")).hexdigest()
 
 
-def git_commit() -> tuple[str, bool | None]:
-    """``(commit, dirty)`` of the checkout holding this package, or ``("unknown", None)``."""
+def git_commit(outside: str | Path | None = None) -> tuple[str, bool | None]:
+    """``(commit, dirty)`` of the checkout holding this package, or ``("unknown", None)``;
+    changes under ``outside`` (a folder the caller is about to rewrite: Snakemake deletes a job's
+    old outputs before it runs, the committed frozen baselines among them) do not count."""
     root = Path(__file__).resolve().parent.parent
+    spec = []
+    if outside is not None:
+        rel = os.path.relpath(Path(outside).resolve(), root)
+        spec = [] if rel.startswith("..") else ["--", ".", f":(exclude){rel}"]
     try:
         head = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
         ).stdout.strip()
         status = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", *spec],
             capture_output=True,
             text=True,
             timeout=30,
@@ -99,15 +105,57 @@ def library_versions() -> dict[str, str]:
 
 def cpu_name() -> str:
     """CPU model name (from /proc/cpuinfo when available) and the logical core count."""
-    name = platform.processor() or platform.machine()
+    return f"{_cpu_info()[0]} ({os.cpu_count()} logical cores)"
+
+
+#: environment variables that pick the instruction set of torch's (ATen), MKL's and oneDNN's CPU
+#: kernels: each changes the bits of a CPU training run (docs/compare.md, "What the bits depend on")
+ISA_VARIABLES = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
+#: the libraries whose kernels compute a run (the others only read and write files)
+_COMPUTING = ("python", "numpy", "scipy", "torch", "lightgbm", "xgboost")
+
+
+def _cpu_info() -> tuple[str, list[str]]:
+    """The CPU's model name and its SIMD instruction-set flags (``/proc/cpuinfo``; no flags elsewhere)."""
+    fields: dict[str, str] = {}
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                name = line.split(":", 1)[1].strip()
-                break
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())  # the first processor's
     except OSError:
         pass
-    return f"{name} ({os.cpu_count()} logical cores)"
+    flags = sorted(f for f in fields.get("flags", "").split() if f.startswith(("sse", "ssse", "avx", "amx", "fma", "f16c")))
+    return fields.get("model name") or platform.processor() or platform.machine(), flags
+
+
+def platform_facts(threads: int) -> dict[str, Any]:
+    """What the bits of a CPU training run depend on besides the code, the protocol and the data.
+
+    Measured on the default study (docs/compare.md, "What the bits depend on"): the same commit,
+    libraries and data give bit-identical runs on one machine, and different bits when the
+    instruction set of the floating-point kernels changes -- another CPU, or the same CPU told
+    by :data:`ISA_VARIABLES` to use AVX2 kernels. So: the CPU model and its SIMD flags (which
+    pick MKL's and ATen's kernels), ATen's chosen capability, the ISA variables set, the
+    versions of the computing libraries, and torch's thread count (reduction order). The
+    kernel version of ``platform.platform()`` is left out: it picks no kernel.
+    """
+    name, flags = _cpu_info()
+    versions = library_versions()
+    facts: dict[str, Any] = {
+        "machine": platform.machine(),
+        "cpu": name,
+        "cpu_isa": flags,
+        "isa_variables": {v: os.environ[v] for v in ISA_VARIABLES if v in os.environ},
+        "libraries": {k: versions[k] for k in _COMPUTING},
+        "torch_threads": int(threads),
+    }
+    try:
+        import torch
+
+        facts["torch_cpu_capability"] = str(torch.backends.cpu.get_cpu_capability())
+    except ImportError:  # torch is a dependency; without it nothing trains
+        facts["torch_cpu_capability"] = "torch not installed"
+    return facts
 
 
 def host_peak_rss_bytes() -> int:

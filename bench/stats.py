@@ -1,4 +1,5 @@
-r"""Paired significance tests against the best method: bold best + "not significantly worse".
+r"""Paired significance tests against the best method (bold best + "not significantly worse") and
+of a method against each reference (:func:`versus`: the compare page).
 
 :func:`significance` turns a tidy per-query table (columns ``dataset, fold, seed, method,
 query``, one column per metric, optional ``<metric>:dropped`` columns) into the tidy
@@ -48,6 +49,12 @@ come from the labels); the bootstrap CI of step 7 resamples queries with their w
 recomputes the ratio :math:`\sum w (v - v_{best}) / \sum w` on each resample.
 ``wins/ties/losses`` still count queries.
 
+:func:`versus` reuses steps 1-2 and the same test, bootstrap and Holm for another question,
+the compare page's: is *this* method better or worse than *that* reference, by how much? One
+row per pair, the test two-sided (:func:`two_sided_test`: twice the smaller one-sided p-value;
+the sign of the difference gives the direction), Holm over the references of one method (or
+over the pairs of a set of methods).
+
 CLI::
 
     ltr-bench stats --inputs 'results/runs/exp/*/*/*/seed*/metrics.parquet' \
@@ -62,6 +69,7 @@ import glob as _glob
 import itertools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -163,6 +171,23 @@ def permutation_test(diff: np.ndarray, *, n_permutations: int = 10_000, seed: in
     return (1 + count) / (1 + n_permutations)
 
 
+def two_sided_test(a: np.ndarray, b: np.ndarray, *, test: str = "t", n_permutations: int = 10_000,
+                   seed: int = 0) -> float:
+    """Two-sided p-value of H1 "``a`` and ``b`` differ" on paired values: twice the smaller of
+    :func:`paired_test`'s one-sided p-values (``a`` better, ``b`` better), capped at 1.
+
+    For the t-test this is exactly ``scipy.stats.ttest_rel``'s two-sided p-value; the sign of
+    ``mean(a - b)`` says which way a small p points.
+
+    >>> a, b = np.array([0.9, 0.8, 0.7, 0.9]), np.array([0.5, 0.6, 0.6, 0.4])
+    >>> round(two_sided_test(a, b), 4), round(two_sided_test(b, a), 4)
+    (0.0462, 0.0462)
+    """
+    greater = paired_test(a, b, test=test, higher_is_better=True, n_permutations=n_permutations, seed=seed)
+    less = paired_test(a, b, test=test, higher_is_better=False, n_permutations=n_permutations, seed=seed)
+    return min(1.0, 2.0 * min(greater, less))
+
+
 def bootstrap_ci(method: np.ndarray, best: np.ndarray, *, n_boot: int = 1000, seed: int = 0,
                  confidence: float = 0.95, weights: np.ndarray | None = None) -> tuple[float, float]:
     """Paired percentile bootstrap CI of ``mean(method - best)`` (``scipy.stats.bootstrap``).
@@ -223,17 +248,7 @@ def significance(
     0      a  0.833     True    1.000
     1      b  0.667    False    0.211
     """
-    if test not in TESTS:
-        raise ValueError(f"test={test!r} is not one of {list(TESTS)}")
-    if correction not in CORRECTIONS:
-        raise ValueError(f"correction={correction!r} is not one of {list(CORRECTIONS)}")
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha={alpha!r} must lie strictly between 0 and 1")
-    if isinstance(metrics, str):
-        metrics = [metrics]
-    missing = [c for c in (*KEY_COLUMNS, *metrics) if c not in per_query.columns]
-    if missing:
-        raise ValueError(f"per-query table lacks columns {missing} (has {list(per_query.columns)})")
+    metrics = _check_options(per_query, metrics, test, correction, alpha)
     rows: list[dict] = []
     for dataset, frame in per_query.groupby("dataset", sort=False):
         _check_design(frame, dataset)
@@ -245,6 +260,21 @@ def significance(
                                    seed=seed, n_permutations=n_permutations,
                                    confidence=confidence))
     return pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
+
+
+def _check_options(per_query: pd.DataFrame, metrics: Sequence[str] | str, test: str, correction: str,
+                   alpha: float) -> list[str]:
+    if test not in TESTS:
+        raise ValueError(f"test={test!r} is not one of {list(TESTS)}")
+    if correction not in CORRECTIONS:
+        raise ValueError(f"correction={correction!r} is not one of {list(CORRECTIONS)}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha={alpha!r} must lie strictly between 0 and 1")
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+    missing = [c for c in (*KEY_COLUMNS, *metrics) if c not in per_query.columns]
+    if missing:
+        raise ValueError(f"per-query table lacks columns {missing} (has {list(per_query.columns)})")
+    return metrics
 
 
 def _direction(metric: str, higher_is_better) -> bool:
@@ -295,8 +325,11 @@ def _check_design(frame: pd.DataFrame, dataset) -> None:
             )
 
 
-def _one_table(frame, dataset, metric, methods, hib, *, test, correction, alpha, n_boot,
-               seed, n_permutations, confidence) -> list[dict]:
+def _paired_values(frame: pd.DataFrame, dataset, metric: str, methods: Sequence[str]):
+    """Steps 1-2 of the module docstring: ``(wide, per_seed, weights)`` -- per-query values
+    averaged over seeds (rows ``(fold, query)`` kept for every method, columns ``methods``), the
+    (pooled, for a pooled metric) mean of each ``(method, seed)``, and a pooled metric's
+    per-query weights (None: a plain mean; "Pooled metrics" above)."""
     values = frame[metric].to_numpy(dtype=np.float64)
     if np.isnan(values).any():
         bad = frame.loc[np.isnan(values), ["method", "fold", "seed", "query"]].iloc[0].to_dict()
@@ -314,15 +347,33 @@ def _one_table(frame, dataset, metric, methods, hib, *, test, correction, alpha,
         raise ValueError(f"dataset {dataset!r}, metric {metric!r}: every query is dropped")
     # per-query values averaged over seeds: rows (fold, query), columns methods
     wide = kept.groupby(["fold", "query", "method"], sort=True)[metric].mean().unstack("method")
-    wide = wide[methods]
+    wide = wide[list(methods)]
     weights = _pooling_weights(kept, dataset, metric, wide.index)
-    w = np.ones(len(wide)) if weights is None else weights
     if weights is None:
         per_seed = kept.groupby(["method", "seed"], sort=False)[metric].mean()
     else:  # each seed's pooled mean
         row_w = _aligned(kept, wide.index, weights)
         sums = kept.assign(_wv=kept[metric].to_numpy() * row_w, _w=row_w).groupby(["method", "seed"], sort=False)
         per_seed = sums["_wv"].sum() / sums["_w"].sum()
+    return wide, per_seed, weights
+
+
+def _std_over_seeds(per_seed: pd.Series, method: str) -> tuple[float, int]:
+    """Sample standard deviation (ddof 1; 0 with one seed) of a method's per-seed means, and its seed count."""
+    seed_means = per_seed.loc[method].to_numpy()
+    return (float(np.std(seed_means, ddof=1)) if len(seed_means) > 1 else 0.0), len(seed_means)
+
+
+def _record(diff: np.ndarray) -> dict[str, int]:
+    """Per-query wins, ties (within 1e-12) and losses of a difference oriented so that > 0 is better."""
+    return {"wins": int(np.count_nonzero(diff > _TIE_TOL)), "ties": int(np.count_nonzero(np.abs(diff) <= _TIE_TOL)),
+            "losses": int(np.count_nonzero(diff < -_TIE_TOL))}
+
+
+def _one_table(frame, dataset, metric, methods, hib, *, test, correction, alpha, n_boot,
+               seed, n_permutations, confidence) -> list[dict]:
+    wide, per_seed, weights = _paired_values(frame, dataset, metric, methods)
+    w = np.ones(len(wide)) if weights is None else weights
     means = wide.mul(w, axis=0).sum(axis=0) / w.sum() if weights is not None else wide.mean(axis=0)
     best = (means.idxmax() if hib else means.idxmin()) if len(methods) else None
     # equal means: the first listed method wins (idxmax returns the first maximum)
@@ -340,8 +391,7 @@ def _one_table(frame, dataset, metric, methods, hib, *, test, correction, alpha,
     rows = []
     for method in methods:
         vals = wide[method].to_numpy()
-        seed_means = per_seed.loc[method].to_numpy()
-        std = float(np.std(seed_means, ddof=1)) if len(seed_means) > 1 else 0.0
+        std, n_seeds = _std_over_seeds(per_seed, method)
         is_best = method == best
         if is_best:
             p, pa, lo, hi = 1.0, 1.0, 0.0, 0.0
@@ -356,11 +406,8 @@ def _one_table(frame, dataset, metric, methods, hib, *, test, correction, alpha,
             "dataset": dataset, "metric": metric, "method": method,
             "mean": float(means[method]), "std_over_seeds": std, "n_queries": len(vals),
             "p_value": float(p), "p_adjusted": float(pa), "ci_low": lo, "ci_high": hi,
-            "is_best": is_best, "not_worse": bool(is_best or pa >= alpha),
-            "wins": int(np.count_nonzero(diff > _TIE_TOL)),
-            "ties": int(np.count_nonzero(np.abs(diff) <= _TIE_TOL)),
-            "losses": int(np.count_nonzero(diff < -_TIE_TOL)),
-            "n_seeds": len(seed_means), "test": test, "correction": correction, "alpha": alpha,
+            "is_best": is_best, "not_worse": bool(is_best or pa >= alpha), **_record(diff),
+            "n_seeds": n_seeds, "test": test, "correction": correction, "alpha": alpha,
         })
     return rows
 
@@ -391,6 +438,111 @@ def _aligned(frame: pd.DataFrame, keys: pd.Index, values: np.ndarray) -> np.ndar
     """``values`` (one per ``(fold, query)`` key of ``keys``) for every row of ``frame``."""
     rows = pd.MultiIndex.from_arrays([frame["fold"], frame["query"]])
     return values[keys.get_indexer(rows)]
+
+
+# ------------------------------------------------------------------------------------------
+# each method against each reference (the compare page)
+
+VERSUS_COLUMNS = (
+    "dataset", "metric", "method", "reference", "family", "mean", "std_over_seeds", "ref_mean",
+    "ref_std_over_seeds", "diff", "ci_low", "ci_high", "n_queries", "p_value", "p_adjusted", "significant",
+    "wins", "ties", "losses", "n_seeds", "test", "correction", "alpha", "confidence",
+)
+
+
+def versus(
+    per_query: pd.DataFrame,
+    metrics: Sequence[str],
+    methods: Sequence[str],
+    references: Sequence[str] | None = None,
+    *,
+    family: str = "references",
+    test: str = "t",
+    correction: str = "holm",
+    alpha: float = 0.05,
+    n_boot: int = 1000,
+    seed: int = 0,
+    higher_is_better: bool | Mapping[str, bool] | None = None,
+    n_permutations: int = 10_000,
+    confidence: float = 0.95,
+) -> pd.DataFrame:
+    """Methods against references: one row per ``(dataset, metric, method, reference)``, from
+    the building blocks of :func:`significance`.
+
+    Two designs: with ``references``, every method against every reference (other than
+    itself), Holm-Bonferroni (``correction="holm"``) over the references of one method and
+    metric -- e.g. a new loss against each frozen baseline; without, every unordered pair of
+    ``methods`` once (the earlier one as ``method``), Holm over all the pairs of a metric.
+
+    Steps 1-2 of the module docstring pair the queries (drops, seed averages, the same keys
+    for every method). Per row: ``mean``/``std_over_seeds`` of the method and ``ref_mean``/
+    ``ref_std_over_seeds`` of the reference (as in :func:`significance`); ``diff`` =
+    mean(method) - mean(reference) in metric units (negative is better for ARP) with its paired
+    bootstrap CI ``ci_low, ci_high`` (:func:`bootstrap_ci`); ``p_value``: the **two-sided**
+    paired test (:func:`two_sided_test`), whose direction is the sign of ``diff``;
+    ``p_adjusted`` as above, its family named by ``family``; ``significant`` = ``p_adjusted <
+    alpha``; ``wins/ties/losses``: queries where the method is better than / equal to (within
+    1e-12) / worse than the reference, by the metric's direction. A pooled metric is treated as
+    in :func:`significance` (weighted means, the test on the per-query units, the ratio bootstrap).
+
+    >>> pq = pd.DataFrame({"dataset": "d", "fold": 1, "seed": 0, "query": [0, 1, 2] * 3,
+    ...                    "method": ["new"] * 3 + ["a"] * 3 + ["b"] * 3,
+    ...                    "mrr": [1, 1, 1, .5, 1, .5, 1, 1, .5]})
+    >>> versus(pq, ["mrr"], ["new"], ["a", "b"], n_boot=0)[["reference", "diff", "wins", "ties", "losses"]]
+      reference      diff  wins  ties  losses
+    0         a  0.333333     2     1       0
+    1         b  0.166667     1     2       0
+    """
+    metrics = _check_options(per_query, metrics, test, correction, alpha)
+    if references is None:
+        pairs = [(m, r) for i, m in enumerate(methods) for r in methods[i + 1:]]
+    else:
+        pairs = [(m, r) for m in methods for r in references if r != m]
+    rows: list[dict] = []
+    for dataset, frame in per_query.groupby("dataset", sort=False):
+        _check_design(frame, dataset)
+        present = set(pd.unique(frame["method"]))
+        every = list(dict.fromkeys(name for pair in pairs for name in pair))
+        absent = [m for m in every if m not in present]
+        if absent:
+            raise ValueError(f"dataset {dataset!r}: no per-query rows of {absent}")
+        for metric in metrics:
+            hib = _direction(metric, higher_is_better)
+            wide, per_seed, weights = _paired_values(frame, dataset, metric, every)
+            block = [_versus_row(wide, per_seed, weights, dataset, metric, m, r, hib, test=test, n_boot=n_boot,
+                                 seed=seed, n_permutations=n_permutations, confidence=confidence) for m, r in pairs]
+            groups = ([[i for i, (m, _) in enumerate(pairs) if m == method] for method in methods]
+                      if references is not None else [list(range(len(pairs)))])
+            for group in groups:
+                p_raw = [block[i]["p_value"] for i in group]
+                p_adj = holm(p_raw) if correction == "holm" else np.asarray(p_raw, dtype=np.float64)
+                for i, pa in zip(group, p_adj):
+                    block[i].update(p_adjusted=float(pa), significant=bool(pa < alpha))
+            for row in block:
+                row.update(family=family, test=test, correction=correction, alpha=alpha, confidence=confidence)
+            rows.extend(block)
+    return pd.DataFrame(rows, columns=list(VERSUS_COLUMNS))
+
+
+def _versus_row(wide, per_seed, weights, dataset, metric, method, ref, hib, *, test, n_boot, seed, n_permutations,
+                confidence) -> dict[str, Any]:
+    vals, ref_vals = wide[method].to_numpy(), wide[ref].to_numpy()
+    w = np.ones(len(vals)) if weights is None else weights
+    units = w / w.mean()  # a pooled metric's test units, as in significance
+    p = two_sided_test(vals * units, ref_vals * units, test=test, n_permutations=n_permutations,
+                       seed=derive_seed("permutation", seed, dataset, metric, method, ref))
+    lo, hi = bootstrap_ci(vals, ref_vals, n_boot=n_boot, confidence=confidence, weights=weights,
+                          seed=derive_seed("bootstrap", seed, dataset, metric, method, ref))
+    std, n_seeds = _std_over_seeds(per_seed, method)
+    ref_std, _ = _std_over_seeds(per_seed, ref)
+    mean, ref_mean = float(np.sum(w * vals) / w.sum()), float(np.sum(w * ref_vals) / w.sum())
+    return {
+        "dataset": dataset, "metric": metric, "method": method, "reference": ref,
+        "mean": mean, "std_over_seeds": std, "ref_mean": ref_mean,
+        "ref_std_over_seeds": ref_std, "diff": mean - ref_mean, "ci_low": lo, "ci_high": hi,
+        "n_queries": len(vals), "p_value": float(p), **_record((vals - ref_vals) if hib else (ref_vals - vals)),
+        "n_seeds": n_seeds,
+    }
 
 
 # ------------------------------------------------------------------------------------------

@@ -93,3 +93,30 @@ def test_query_states_reads_sacct_then_squeue(monkeypatch):
 
     assert query_states(["21", "22"], run=run) == {"21": Ended("CANCELLED", 24, 6000), "22": Ended("TIMEOUT", 1, 3072)}
     assert calls == ["sacct", "squeue"]
+
+
+# ----------------------------------------------------------------------------- a local run's failed jobs
+
+
+def test_a_local_run_ends_with_each_failed_jobs_own_error(tmp_path, monkeypatch):
+    from bench.cluster_faults import job_error_lines
+
+    monkeypatch.chdir(tmp_path)
+    logs = tmp_path / "results" / "logs"
+    logs.mkdir(parents=True)
+    (logs / "a0.log").write_text("epoch 1\nTraceback (most recent call last):\n  File \"x\", line 1\n"
+                                 "ValueError: sigma must be > 0, got -1.0\n")
+    (logs / "a1.log").write_text("Traceback (most recent call last):\nValueError: sigma must be > 0, got -1.0\n")
+    (logs / "b.log").write_text("loading\nltr-bench check-reproduced: error: frozen baselines NOT reproduced: x\n")
+    block = ("Error in rule {rule}:\n    message: None\n    jobid: 4\n    log: {log} (check log file(s) for error "
+             "details)\n    shell:\n        ltr-bench ...\n        (command exited with non-zero exit code)\n")
+    text = "".join(block.format(rule=rule, log=f"results/logs/{name}.log")
+                   for rule, name in (("train", "a0"), ("train", "a1"), ("check_reproduced", "b"), ("stats", "gone")))
+    assert job_error_lines(text) == [
+        "ltr-bench: 2 train jobs failed: ValueError: sigma must be > 0, got -1.0 "
+        "(log: results/logs/a0.log, results/logs/a1.log)",
+        "ltr-bench: check_reproduced job failed: ltr-bench check-reproduced: error: frozen baselines NOT "
+        "reproduced: x (log: results/logs/b.log)",
+        "ltr-bench: stats job failed: no error line in its log (log: results/logs/gone.log)",
+    ]
+    assert job_error_lines("nothing failed\n") == []

@@ -15,6 +15,7 @@ from bench import frozen as fz
 from bench.config import plan
 from bench.config import validate as cv
 from bench.report.cli import compare_stats
+from bench.results import write_frame
 
 
 def _prepared(root: Path, fold: str, fingerprint: str) -> Path:
@@ -117,13 +118,17 @@ def test_check_frozen_cli_refuses_with_the_reason(frozen, capsys):
 
 def test_compare_stats_pairs_new_loss_with_every_frozen_baseline(frozen):
     out, _ = frozen
-    new = _per_query(["squared_hinge"], shift={"squared_hinge": 0.2})
+    new = pd.concat([_per_query(["squared_hinge"], shift={"squared_hinge": 0.2}),
+                     _per_query(["other"], shift={"other": 0.19})], ignore_index=True)
     spec = {"protocol": PROTOCOL, "metrics": ["ndcg@10"], "stats": {"n_boot": 0}}
-    stats = compare_stats(out, new, spec, {"Fold1": "f" * 64})
-    assert sorted(stats.method) == ["listnet", "ranknet", "squared_hinge"]
-    best = stats[stats.is_best]
-    assert best.method.tolist() == ["squared_hinge"]
-    assert not stats[stats.method == "ranknet"].not_worse.item()
+    done = compare_stats(out, new, spec, {"Fold1": "f" * 64})
+    assert done.new == ["squared_hinge", "other"]
+    pairs = sorted(zip(done.baselines.method, done.baselines.reference))
+    assert pairs == [("other", "listnet"), ("other", "ranknet"), ("squared_hinge", "listnet"),
+                     ("squared_hinge", "ranknet")]
+    assert set(done.baselines.family) == {"baselines"} and done.baselines.significant.all()
+    assert list(zip(done.pairs.method, done.pairs.reference)) == [("squared_hinge", "other")]
+    assert done.marks[done.marks.is_best].method.tolist() == ["squared_hinge"]
     with pytest.raises(fz.FrozenMismatch, match="clash"):
         compare_stats(out, _per_query(["ranknet"]), spec, {"Fold1": "f" * 64})
 
@@ -162,3 +167,103 @@ def test_example_loss_matches_a_brute_force_oracle_and_ignores_padding():
     # no pair at all: zero that still backpropagates
     flat = pairwise_squared_hinge(st, torch.zeros_like(yt), mask)
     assert flat.item() == 0.0 and flat.requires_grad
+
+
+# ----------------------------------------------------------------------------- reproduction of the frozen baselines
+
+METRICS = ["ndcg@10"]
+TOLERANCE = {"ndcg@10": 0.01}
+HERE = {"cpu": "x", "cpu_isa": ["avx2"], "torch_threads": 1}
+
+
+def test_drifts_count_rows_and_measure_per_query_and_mean_differences():
+    frozen = _per_query(["ranknet", "listnet"])
+    current = frozen.copy()
+    rows = current.index[(current.method == "listnet") & (current["query"] < 3)]
+    current.loc[rows, "ndcg@10"] += 0.1  # 3 queries x 2 seeds differ by 0.1 (clipped values stay comparable)
+    found = {d.method: d for d in fz.drifts(frozen, current, METRICS)}
+    assert found["ranknet"].identical and found["ranknet"].max_abs == {"ndcg@10": 0.0}
+    listnet = found["listnet"]
+    assert (listnet.rows, listnet.rows_differ) == (60, 6)
+    assert listnet.max_abs["ndcg@10"] == pytest.approx(0.1)
+    assert listnet.mean_diff["ndcg@10"] == pytest.approx(6 * 0.1 / 60)
+    current.loc[rows[0], "ndcg@10:dropped"] = True  # a flipped drop flag is a difference too
+    assert {d.method: d.rows_differ for d in fz.drifts(frozen, current, METRICS)}["listnet"] == 6
+    with pytest.raises(fz.FrozenMismatch, match="'ranknet' is frozen but was not trained now"):
+        fz.drifts(frozen, current[current.method != "ranknet"], METRICS)
+    with pytest.raises(fz.FrozenMismatch, match="rows are in only one of"):
+        fz.drifts(frozen, current[current.seed == 0], METRICS)
+
+
+def test_verdict_identical_on_the_freezing_platform_within_tolerance_elsewhere():
+    same = fz.Drift("a", 60, 0, {"ndcg@10": 0.0}, {"ndcg@10": 0.0})
+    small = fz.Drift("b", 60, 5, {"ndcg@10": 0.5}, {"ndcg@10": -0.004})
+    large = fz.Drift("c", 60, 9, {"ndcg@10": 1.0}, {"ndcg@10": 0.02})
+    assert fz.verdict([same], METRICS, differences=[], tolerance=TOLERANCE) == (
+        True, "frozen baselines reproduced: 1/1 methods, per query identical")
+    ok, line = fz.verdict([same, small], METRICS, differences=[], tolerance=TOLERANCE)
+    assert not ok and "on the platform they were frozen on: 1/2 methods differ per query: b (5 of 60 rows" in line
+    ok, line = fz.verdict([same, small], METRICS, differences=["cpu_isa"], tolerance=TOLERANCE)
+    assert ok and "within the cross-platform tolerance: 2/2 methods (1 per query identical" in line and "cpu_isa" in line
+    ok, line = fz.verdict([small, large], METRICS, differences=["cpu"], tolerance=TOLERANCE)
+    assert not ok and "1/2 methods land outside the cross-platform tolerance" in line and "c (9 of 60" in line
+    ok, line = fz.verdict([large], METRICS, differences=["cpu"], tolerance={})
+    assert ok and "not judged (no freeze.platform_tolerance): ndcg@10" in line
+    assert fz.platform_differences(None, HERE) == ["unrecorded"]
+    assert fz.platform_differences(HERE, {**HERE, "cpu_isa": ["avx512f"]}) == ["cpu_isa"]
+
+
+def _freeze_here(tmp_path, frame, platform=HERE):
+    prepared = [_prepared(tmp_path / "prep", "Fold1", "f" * 64)]
+    out = fz.freeze(frame, tmp_path / "frozen" / "syn", profile="test", dataset="syn", protocol=PROTOCOL,
+                    prepared_dirs=prepared, platform=platform)
+    return out, prepared
+
+
+def test_check_reproduced_records_and_the_cli_fails_naming_the_refreeze(tmp_path, capsys):
+    from bench.cli import main
+
+    frozen = _per_query(["ranknet", "listnet"])
+    out, prepared = _freeze_here(tmp_path, frozen)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["platform"] == HERE and "platform" in manifest["bits_depend_on"]
+    record = fz.check_reproduced(out, frozen, protocol=PROTOCOL, fingerprints={"Fold1": "f" * 64}, platform=HERE,
+                                 tolerance=TOLERANCE)
+    assert record["ok"] and record["line"] == "frozen baselines reproduced: 2/2 methods, per query identical"
+    changed = dict(PROTOCOL, seeds=[0, 1, 2])
+    record = fz.check_reproduced(out, frozen, protocol=changed, fingerprints={"Fold1": "f" * 64}, platform=HERE,
+                                 tolerance=TOLERANCE)
+    assert record["ok"] is None and record["line"].startswith("frozen baselines not compared: protocol differs")
+    record = fz.check_reproduced(out, frozen[frozen.method == "ranknet"], protocol=PROTOCOL,
+                                 fingerprints={"Fold1": "f" * 64}, platform=HERE, tolerance=TOLERANCE)
+    assert record["ok"] is False and "'listnet' is frozen but was not trained now; re-freeze: `snakemake" in record["line"]
+    drifted = frozen.copy()
+    drifted.loc[drifted.method == "ranknet", "ndcg@10"] += 1e-9
+    path = tmp_path / "current.parquet"
+    write_frame(drifted, path)
+    args = ["check-reproduced", "--frozen", str(out), "--per-query", str(path), "--prepared", *map(str, prepared),
+            "--protocol", json.dumps(PROTOCOL), "--tolerance", json.dumps(TOLERANCE), "--threads", "1",
+            "--out", str(tmp_path / "rec.json")]
+    fz_platform = fz.platform_facts
+    try:
+        fz.platform_facts = lambda threads: HERE  # the machine that froze them
+        assert main(args) == 2
+    finally:
+        fz.platform_facts = fz_platform
+    err = capsys.readouterr().err
+    assert "frozen baselines NOT reproduced on the platform they were frozen on: 1/2 methods differ" in err
+    assert "snakemake --cores 2 freeze --forcerun train gbdt linear" in err
+    assert json.loads((tmp_path / "rec.json").read_text())["ok"] is False
+
+
+def test_committed_baselines_match_the_default_protocol_and_record_their_platform():
+    """The committed default baselines were frozen under today's default protocol, from a clean
+    commit, with the platform facts their bits depend on (a changed protocol needs a re-freeze)."""
+    frozen_dir = Path(__file__).resolve().parents[1] / "results" / "frozen" / "default" / "syn-web"
+    manifest = json.loads((frozen_dir / "manifest.json").read_text())
+    cfg = cv.load_config()
+    assert manifest["protocol_hash"] == fz.protocol_hash(plan.study_protocol(cfg, cfg["freeze"]["protocol"], "syn-web"))
+    assert manifest["methods"] == sorted(plan.freeze_methods(cfg))
+    assert manifest["format"] == fz.FORMAT and manifest["code_version"]["git_dirty"] is False
+    assert {"cpu", "cpu_isa", "torch_cpu_capability", "libraries", "torch_threads"} <= set(manifest["platform"])
+    assert manifest["platform"]["torch_threads"] == cfg["threads"]

@@ -28,3 +28,29 @@ def test_run_header_names_the_run_and_hashes_its_protocol(tmp_path):
     assert header["protocol_hash"] == protocol_hash(protocol)
     assert header["config"] == {"loss": "ranknet", "device_requested": "auto"}
     assert header["prepared_dir"] == str(tmp_path.resolve()) and "ltr-bench" in header["versions"]
+
+
+def test_git_commit_leaves_out_the_folder_a_freeze_rewrites(tmp_path, monkeypatch):
+    """Snakemake deletes a job's old outputs first: a re-freeze of committed baselines must not
+    record its own deleted manifest as uncommitted changes (the rest of the tree still counts)."""
+    import shutil
+    import subprocess
+
+    from bench import provenance
+
+    repo = tmp_path / "repo"
+    (repo / "bench").mkdir(parents=True)
+    (repo / "results" / "frozen").mkdir(parents=True)
+    (repo / "results" / "frozen" / "manifest.json").write_text("{}")
+    (repo / "README.md").write_text("x")
+    shutil.copy(provenance.__file__, repo / "bench" / "provenance.py")
+    git = ["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], check=True)
+    monkeypatch.setattr(provenance, "__file__", str(repo / "bench" / "provenance.py"))
+    (repo / "results" / "frozen" / "manifest.json").unlink()
+    assert provenance.git_commit()[1] is True
+    assert provenance.git_commit(outside=repo / "results" / "frozen")[1] is False
+    (repo / "README.md").write_text("changed")
+    assert provenance.git_commit(outside=repo / "results" / "frozen")[1] is True

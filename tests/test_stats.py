@@ -282,3 +282,90 @@ def test_pooling_weights_must_agree_across_methods():
     frame.loc[(frame.method == "b") & (frame["query"] == 1), "opa:weight"] = 5.0
     with pytest.raises(ValueError, match=r"pooling weight \(opa:weight\) differs.*query 1"):
         S.significance(frame, ["opa"])
+
+
+# ----------------------------------------------------------------------------- versus (the compare page)
+
+
+def test_two_sided_test_equals_scipy_and_is_symmetric(rng):
+    a = rng.normal(0.6, 0.1, 80)
+    b = a - rng.normal(0.02, 0.05, 80)
+    for test, fn in [("t", sps.ttest_rel), ("wilcoxon", sps.wilcoxon)]:
+        ref = fn(a, b, alternative="two-sided").pvalue
+        assert S.two_sided_test(a, b, test=test) == pytest.approx(ref, rel=1e-12)
+        assert S.two_sided_test(b, a, test=test) == pytest.approx(ref, rel=1e-12)
+    # the exact sign-flip test: two-sided by enumeration of all 2^n flips, |T*| >= |T|
+    d = rng.normal(0.1, 0.3, 12)
+    flips = np.array(list(itertools.product((1.0, -1.0), repeat=12))) @ d
+    exact = np.mean(np.abs(flips) >= abs(d.sum()) - 1e-9)
+    assert S.two_sided_test(d, np.zeros(12), test="permutation") == pytest.approx(exact, rel=1e-12)
+    assert S.two_sided_test(a, a) == 1.0
+
+
+def test_versus_against_a_brute_force_oracle(rng):
+    """Every number of a versus row recomputed by hand: means, std over seeds, difference,
+    two-sided p (scipy), Holm over the references of one method, CI (scipy's bootstrap), W/T/L."""
+    n = 60
+    base = rng.uniform(0, 1, n)
+    values = {"new": base + 0.05, "a": base + rng.normal(0, 0.05, n), "b": base - 0.1, "c": base.copy()}
+    values["c"][:10] += 0.05  # ties with new on 10 queries
+    pq = _table(values, seeds=(0, 1), noise=0.01, rng=rng)
+    out = S.versus(pq, ["ndcg@10"], ["new"], ["a", "b", "c"], n_boot=500, seed=3).set_index("reference")
+    wide = pq.groupby(["query", "method"])["ndcg@10"].mean().unstack()
+    per_seed = pq.groupby(["method", "seed"])["ndcg@10"].mean()
+    raw = {r: sps.ttest_rel(wide["new"], wide[r]).pvalue for r in "abc"}
+    order = sorted(raw, key=raw.get)
+    holm, running = {}, 0.0
+    for i, r in enumerate(order):
+        running = max(running, min(1.0, (3 - i) * raw[r]))
+        holm[r] = running
+    for r in "abc":
+        row = out.loc[r]
+        assert row["mean"] == pytest.approx(wide["new"].mean(), rel=1e-12)
+        assert row["ref_mean"] == pytest.approx(wide[r].mean(), rel=1e-12)
+        assert row["diff"] == pytest.approx(wide["new"].mean() - wide[r].mean(), rel=1e-12)
+        assert row["ref_std_over_seeds"] == pytest.approx(per_seed.loc[r].std(ddof=1), rel=1e-12)
+        assert row["p_value"] == pytest.approx(raw[r], rel=1e-10)
+        assert row["p_adjusted"] == pytest.approx(holm[r], rel=1e-10)
+        assert row["significant"] == (holm[r] < 0.05)
+        d = wide["new"] - wide[r]
+        assert (row["wins"], row["ties"], row["losses"]) == ((d > 1e-12).sum(), (d.abs() <= 1e-12).sum(),
+                                                            (d < -1e-12).sum())
+        ref_ci = sps.bootstrap((wide["new"].to_numpy(), wide[r].to_numpy()), lambda x, y, axis: np.mean(x - y, axis=axis),
+                               paired=True, vectorized=True, n_resamples=500, method="percentile",
+                               random_state=np.random.default_rng(S.derive_seed("bootstrap", 3, "d", "ndcg@10", "new", r)))
+        assert (row["ci_low"], row["ci_high"]) == pytest.approx(
+            (ref_ci.confidence_interval.low, ref_ci.confidence_interval.high), rel=1e-12)
+    assert out.loc["b", "significant"] and out.loc["b", "diff"] > 0
+
+
+def test_versus_orients_wins_by_the_metric_direction(rng):
+    a = rng.uniform(5, 20, 40)
+    pq = _table({"new": a - 1.0, "old": a}, metric="arp")  # smaller ARP: new is better on every query
+    row = S.versus(pq, ["arp"], ["new"], ["old"], n_boot=0).iloc[0]
+    assert row["diff"] == pytest.approx(-1.0) and (row["wins"], row["ties"], row["losses"]) == (40, 0, 0)
+    with pytest.raises(ValueError, match=r"no per-query rows of \['gone'\]"):
+        S.versus(pq, ["arp"], ["new"], ["gone"])
+
+
+def test_versus_without_references_tests_each_pair_once_with_holm_over_the_pairs(rng):
+    n = 50
+    base = rng.uniform(0, 1, n)
+    values = {"x": base + 0.03 + rng.normal(0, 0.02, n), "y": base + rng.normal(0, 0.05, n), "z": base}
+    out = S.versus(_table(values), ["ndcg@10"], ["x", "y", "z"], n_boot=0)
+    assert list(zip(out.method, out.reference)) == [("x", "y"), ("x", "z"), ("y", "z")]
+    wide = pd.DataFrame(values)
+    raw = [sps.ttest_rel(wide[m], wide[r]).pvalue for m, r in [("x", "y"), ("x", "z"), ("y", "z")]]
+    assert out.p_adjusted.to_numpy() == pytest.approx(S.holm(raw), rel=1e-10)
+
+
+def test_versus_treats_a_pooled_metric_as_significance_does(rng):
+    """Oracle: the pooled means by hand, the two-sided t-test (scipy) on the per-query units w v / mean(w)."""
+    n = 50
+    w = rng.integers(1, 20, n).astype(float)
+    a, b = rng.uniform(0.4, 0.9, n), rng.uniform(0.3, 0.9, n)
+    row = S.versus(_pooled({"new": a, "old": b}, w), ["opa"], ["new"], ["old"], n_boot=0).iloc[0]
+    assert row["mean"] == pytest.approx(np.sum(w * a) / w.sum(), rel=1e-12)
+    assert row["diff"] == pytest.approx(np.sum(w * (a - b)) / w.sum(), rel=1e-12)
+    units = w / w.mean()
+    assert row["p_value"] == pytest.approx(sps.ttest_rel(a * units, b * units).pvalue, rel=1e-10)

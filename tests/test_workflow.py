@@ -168,10 +168,12 @@ def test_compare_trains_only_the_new_loss_and_tables_it_against_the_frozen_basel
     labels = yaml.safe_load((study / "config/default.yaml").read_text())["methods"]
     for method in manifest["methods"]:
         assert f"| {labels[method]['label']} |" in md
-    assert f"protocol hash {manifest['protocol_hash'][:12]}" in md
-    stats = pd.read_parquet(study / "results/stats/compare/syn-web.parquet")
-    assert set(stats.method) == {"squared_hinge", *manifest["methods"]}
-    assert stats.groupby("metric").is_best.sum().eq(1).all()
+    assert f"frozen protocol (hash {manifest['protocol_hash'][:12]})" in md
+    assert md.count("vs each frozen baseline") == len(manifest["protocol"]["metrics"])
+    stats = pd.read_parquet(study / "results/stats/compare/syn-web.parquet")  # the page's numbers
+    assert set(stats.method) == {"squared_hinge"} and set(stats.reference) == set(manifest["methods"])
+    assert stats.groupby("metric").size().eq(len(manifest["methods"])).all()
+    assert (stats.p_adjusted >= stats.p_value).all()
 
 
 @pytest.mark.slow
@@ -237,3 +239,36 @@ def test_all_on_the_default_profile_produces_every_table_figure_and_the_report(t
     # ARF's row selected on validation (issue 32): the selection table marks the chosen point
     assert "| **✓** |" in (tmp_path / "reports/tables/arf_table2_selection.md").read_text(encoding="utf-8")
     print(f"snakemake --cores 2 all: {elapsed:.0f} s")
+
+
+# ----------------------------------------------------------------------------- the frozen baselines, reproduced
+
+
+@pytest.mark.slow
+def test_the_study_fails_naming_the_refreeze_when_a_baseline_loss_changes(tmp_path):
+    """CI's guard, proved: freeze one baseline on this machine (a one-epoch protocol keeps it
+    short), the study's check passes per query identical; a one-line change to that baseline's
+    loss in this temporary copy makes the check fail, naming the command that re-freezes."""
+    from helpers import copy_checkout
+
+    root = copy_checkout(tmp_path / "study")
+    shutil.rmtree(root / "results" / "frozen")
+    small = root / "small.yaml"
+    small.write_text("protocols:\n  unified:\n    train: {epochs: 1}\nfreeze:\n  methods: [softmax]\n")
+    target = "results/compare/syn-web/reproduced.json"
+    assert snakemake("--cores", "2", "freeze", f"--configfile={small}", cwd=root).returncode == 0
+    proc = snakemake("--cores", "2", target, f"--configfile={small}", cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    assert "frozen baselines reproduced: 1/1 methods, per query identical" in proc.stdout + proc.stderr
+    loss = root / "bench" / "losses" / "listwise.py"
+    head, line, tail = loss.read_text().partition("def softmax(")
+    old = "    per_list = -(target * masked_log_softmax(s, mask)).sum(dim=-1)\n"
+    assert old in tail  # the one line changed: Softmax's scores scaled by 1.01
+    loss.write_text(head + line + tail.replace(old, old.replace("masked_log_softmax(s,", "masked_log_softmax(1.01 * s,")))
+    proc = snakemake("--cores", "2", target, f"--configfile={small}", "--forcerun", "train", cwd=root)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "frozen baselines NOT reproduced on the platform they were frozen on: 1/1 methods differ per query" in out
+    assert "re-freeze: `snakemake --cores 2 freeze --forcerun train gbdt linear`" in out
+    # the run's last lines name the failed job's own error, not only "check log file(s)"
+    assert "ltr-bench: check_reproduced job failed: ltr-bench check-reproduced: error: frozen baselines NOT" in out

@@ -2,6 +2,9 @@
 #   snakemake --cores 2 freeze      explicit refresh of results/frozen/<profile>/<dataset>/
 #   snakemake --cores 2 compare     train only compare.losses under the frozen protocol and
 #                                   render reports/compare/<dataset>.md against every baseline
+#                                   (and every loss compared before: the ledger)
+#   snakemake --cores 2 all         also checks that its runs of the frozen methods reproduce
+#                                   the frozen files (check_reproduced; fails naming the re-freeze)
 # The frozen files are params (never inputs): no target other than `freeze` can rewrite them.
 
 
@@ -14,6 +17,7 @@ rule freeze_dataset:
     params:
         protocol=lambda w: study_protocol_json(w.dataset),
         out_dir=lambda w, output: os.path.dirname(output.manifest),
+        threads=config["threads"],
     log:
         "results/logs/freeze/{profile}/{dataset}.log",
     group: cluster_group("freeze_dataset")
@@ -23,7 +27,8 @@ rule freeze_dataset:
         "../environment.yml"
     shell:
         "ltr-bench freeze --per-query {input.per_query} --prepared {input.prepared} --protocol {params.protocol:q} "
-        "--profile {wildcards.profile} --dataset {wildcards.dataset} --out {params.out_dir} > {log} 2>&1"
+        "--profile {wildcards.profile} --dataset {wildcards.dataset} --out {params.out_dir} --threads {params.threads} "
+        "> {log} 2>&1"
 
 
 rule check_frozen:
@@ -32,7 +37,7 @@ rule check_frozen:
     output:
         "results/compare/{dataset}/frozen.ok",
     params:
-        frozen=lambda w: f"results/frozen/{PROFILE}/{w.dataset}",
+        frozen=lambda w: plan.frozen_dir(config, w.dataset),
         protocol=lambda w: study_protocol_json(w.dataset),
     log:
         "results/logs/compare/{dataset}/check_frozen.log",
@@ -46,6 +51,30 @@ rule check_frozen:
         "--prepared {input.prepared} --out {output} 2>&1 | tee {log}"
 
 
+rule check_reproduced:
+    input:
+        per_query=lambda w: evaluated_files("freeze", [w.dataset]),
+        prepared=lambda w: prepared_folds(w.dataset),
+    output:
+        plan.REPRODUCED,
+    params:
+        frozen=lambda w: plan.frozen_dir(config, w.dataset),
+        protocol=lambda w: study_protocol_json(w.dataset),
+        tolerance=lambda w: _sorted_json(config["freeze"]["platform_tolerance"]),
+        threads=config["threads"],
+    log:
+        "results/logs/compare/{dataset}/reproduced.log",
+    group: cluster_group("check_reproduced")
+    resources:
+        **cluster_resources("check_reproduced"),
+    conda:
+        "../environment.yml"
+    shell:
+        "ltr-bench check-reproduced --frozen {params.frozen} --per-query {input.per_query} --prepared {input.prepared} "
+        "--protocol {params.protocol:q} --tolerance {params.tolerance:q} --threads {params.threads} --out {output} "
+        "2>&1 | tee {log}"
+
+
 rule compare_table:
     input:
         new=lambda w: evaluated_files(plan.COMPARE_EXPERIMENT, [w.dataset]),
@@ -56,8 +85,11 @@ rule compare_table:
         html="reports/compare/{dataset}.html",
         stats="results/stats/compare/{dataset}.parquet",
     params:
-        frozen=lambda w: f"results/frozen/{PROFILE}/{w.dataset}",
+        frozen=lambda w: plan.frozen_dir(config, w.dataset),
         spec=compare_spec_json,
+        ledger=lambda w: f"results/compare/{w.dataset}/losses",
+        # read when the default study has written it; never an input (that would train every baseline)
+        reproduced=lambda w: plan.REPRODUCED.format(dataset=w.dataset),
     log:
         "results/logs/compare/{dataset}/table.log",
     group: cluster_group("compare_table")
@@ -67,7 +99,8 @@ rule compare_table:
         "../environment.yml"
     shell:
         "ltr-bench compare-table --frozen {params.frozen} --new {input.new} --prepared {input.prepared} "
-        "--spec {params.spec:q} --stats-out {output.stats} --md {output.md} --html {output.html} 2>&1 | tee {log}"
+        "--spec {params.spec:q} --ledger {params.ledger} --reproduced {params.reproduced} --stats-out {output.stats} "
+        "--md {output.md} --html {output.html} 2>&1 | tee {log}"
 
 
 rule freeze:

@@ -14,8 +14,9 @@
 #    records its process in RUN_RECORD; the next run, while the Snakefile is parsed (before
 #    Snakemake checks the lock), releases the lock only when that process is gone
 #    (bench/resume.py says exactly when): what `snakemake --unlock` does, checked first.
-# 3. A cluster run that stops: one line per SLURM job that failed for good, naming the job, the
-#    state SLURM accounted and the command to type next (bench/cluster_faults.py).
+# 3. A run that stops: one line per SLURM job that failed for good, naming the job, the state
+#    SLURM accounted and the command to type next; in a local run, one line per distinct error of
+#    the failed jobs, read from their logs (bench/cluster_faults.py).
 # 4. The workflow's own overhead (docs/performance.md, its section of that name): while the
 #    Snakefile is parsed, Snakemake's scheduler is made to keep at most one timed wake-up
 #    pending (it piled them up: most of the main process's CPU) and jobs are sampled for their
@@ -33,7 +34,7 @@ import time
 
 from bench.jobserver import DISABLED as _JOBSERVER_OFF
 from bench.jobserver import ENV_VAR as _JOBSERVER_VAR
-from bench.cluster_faults import failure_lines
+from bench.cluster_faults import failure_lines, job_error_lines
 from bench.errors import BenchError
 from bench.overhead import FILE_NAME as _OVERHEAD_FILE
 from bench.overhead import coalesce_scheduler_wakeups, sample_benchmarks_every
@@ -162,8 +163,12 @@ onerror:
     record_overhead()
     if workflow.is_main_process:
         forget_run(RUN_RECORD)
-        if getattr(workflow.executor_plugin, "name", None) == "slurm":  # log: the run's log files (a list)
-            text = "".join(Path(f).read_text(errors="replace") for f in ([log] if isinstance(log, str) else log or [])
-                           if Path(f).is_file())
-            for line in failure_lines(text, sys.argv[1:], [r.name for r in workflow.rules]):
-                logger.error(line)
+        # log: the run's log files (a list); each failed job's own error, not only "check log file(s)"
+        text = "".join(Path(f).read_text(errors="replace") for f in ([log] if isinstance(log, str) else log or [])
+                       if Path(f).is_file())
+        if getattr(workflow.executor_plugin, "name", None) == "slurm":
+            lines = failure_lines(text, sys.argv[1:], [r.name for r in workflow.rules])
+        else:
+            lines = job_error_lines(text)
+        for line in lines:
+            logger.error(line)

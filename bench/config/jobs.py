@@ -6,7 +6,8 @@ come from :mod:`bench.config.plan`; :func:`target_jobs` follows the same functio
 target to everything it needs, so the two cannot disagree (``tests/config/test_jobs.py``
 compares the counts per rule with ``snakemake -n`` on the default, paper and scale profiles).
 
-Targets: ``all`` (every enabled table and figure, and the HTML report), a table or figure
+Targets: ``all`` (every enabled table and figure, the HTML report, and the check that the
+study's runs reproduce the frozen baselines when they exist), a table or figure
 name (:data:`bench.config.plan.TABLES`, :data:`~bench.config.plan.COMPUTED_TABLES`,
 :data:`~bench.config.plan.FIGURES`), ``freeze`` and
 ``compare``. A job is one Snakemake job (``rule`` + its main ``output``) with the targets that
@@ -24,6 +25,7 @@ to tell whether its output is up to date.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -188,6 +190,15 @@ class _Jobs:
             out = f"results/frozen/{self.config['profile']}/{dataset}/manifest.json"
             self.add("freeze_dataset", out, inputs, dataset=dataset)
 
+    def reproduced(self) -> None:
+        """The default study's check that its runs of the frozen methods reproduce the frozen files."""
+        for dataset in plan.freeze_datasets(self.config):
+            out = plan.REPRODUCED.format(dataset=dataset)
+            if out in plan.reproduction_outputs(self.config, os.path.exists):
+                self.evaluation("freeze", dataset)
+                self.prepared(dataset, list(self.config["datasets"][dataset]["folds"]))
+                self.add("check_reproduced", out, dataset=dataset)
+
     def compare(self) -> None:
         plan.compare_outputs(self.config)  # compare.losses set?
         for dataset in plan.compare_datasets(self.config):
@@ -207,6 +218,7 @@ def expand_targets(config: dict[str, Any], targets: list[str]) -> list[str]:
         if target == TARGET_ALL:
             out += [*plan.enabled_tables(config), *plan.enabled_computed_tables(config),
                     *plan.enabled_figures(config), "report"]
+            out += ["reproduced"] if plan.reproduction_outputs(config, os.path.exists) else []
         elif target in plan.TABLES:
             plan.table_outputs(config, target)  # enabled?
             out.append(target)

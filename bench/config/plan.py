@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -412,7 +412,24 @@ def report_inputs(config: dict[str, Any]) -> list[str]:
 def freeze_outputs(config: dict[str, Any]) -> list[str]:
     if "freeze" not in config:
         raise ConfigError("no 'freeze' section in the config: nothing to freeze")
-    return [f"results/frozen/{config['profile']}/{ds}/manifest.json" for ds in freeze_datasets(config)]
+    return [f"{frozen_dir(config, ds)}/manifest.json" for ds in freeze_datasets(config)]
+
+
+REPRODUCED = "results/compare/{dataset}/reproduced.json"
+
+
+def frozen_dir(config: dict[str, Any], dataset: str) -> str:
+    return f"results/frozen/{config['profile']}/{dataset}"
+
+
+def reproduction_outputs(config: dict[str, Any], exists: Callable[[str], bool]) -> list[str]:
+    """The records of ``ltr-bench check-reproduced``, one per frozen dataset whose baselines exist
+    (``exists(manifest path)``): the study trains the frozen methods' runs anyway, so it checks
+    them against the frozen files at the cost of one evaluation."""
+    if "freeze" not in config:
+        return []
+    return [REPRODUCED.format(dataset=ds) for ds in freeze_datasets(config)
+            if exists(f"{frozen_dir(config, ds)}/manifest.json")]
 
 
 def compare_outputs(config: dict[str, Any]) -> list[str]:
@@ -420,7 +437,7 @@ def compare_outputs(config: dict[str, Any]) -> list[str]:
         raise ConfigError(
             "config key 'compare.losses' is empty: add the losses to compare, e.g. "
             "`--configfile config/compare-example.yaml` "
-            "(see docs/experiments.md, section 'Comparing against frozen baselines')"
+            "(see docs/compare.md, section 'The worked example')"
         )
     return [f"reports/compare/{ds}.{fmt}" for ds in compare_datasets(config) for fmt in ("md", "html")]
 
@@ -761,11 +778,14 @@ def perf_args(config: dict[str, Any]) -> list[str]:
 
 
 def compare_spec(config: dict[str, Any], dataset: str) -> dict[str, Any]:
-    """What ``ltr-bench compare-table`` needs: the frozen protocol, metrics, stats, labels."""
+    """What ``ltr-bench compare-table`` needs: the frozen protocol, metrics, stats, labels, the
+    torch threads (platform facts) and what each compared loss is (its ledger record)."""
     labels = {m: s.get("label", m) for m, s in all_methods(config).items()}
     return {"dataset": dataset, "profile": config["profile"], "metrics": config["freeze"]["metrics"],
             "protocol": study_protocol(config, config["freeze"]["protocol"], dataset),
-            "stats": config["stats"], "labels": labels}
+            "stats": config["stats"], "labels": labels, "threads": config["threads"],
+            "new_specs": {m: {"loss": s["loss"], "params": s["params"], "label": s.get("label", m)}
+                          for m, s in compare_methods(config).items()}}
 
 
 # ----------------------------------------------------------------------------- the recall heatmaps (ARF Figs. 2-6)

@@ -31,6 +31,7 @@ import yaml
 
 from bench.choices import DATASET_CONVENTION, STABLE_TIES_CONVENTIONS
 from bench.config import heatmap, kinds, schema, selection
+from bench.config.losses import check_losses
 from bench.config.plan import (
     compare_method_name,
     dataset_convention,
@@ -104,6 +105,7 @@ def validate_config(config: dict[str, Any], schema_path: str | Path | None = Non
         raise ConfigError(_describe(error))
     check_choices(config)
     check_references(config)
+    check_losses(config)  # every loss resolved now, torch-free: a typo stops the DAG, not a job
     return config
 
 
@@ -415,6 +417,8 @@ def check_references(config: dict[str, Any]) -> None:
         if freeze["datasets"] != "all":
             for i, role in enumerate(freeze["datasets"]):
                 _require(datasets, resolve_role(config, role), f"freeze.datasets.{i}", "dataset or role")
+        for metric in freeze.get("platform_tolerance", {}):
+            _require(freeze["metrics"], metric, f"freeze.platform_tolerance.{metric}", "frozen metric")
     check_conventions(config)
     check_paper_choices(config)
     compare = config.get("compare", {})

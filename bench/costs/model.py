@@ -468,7 +468,8 @@ COST_MODELS: dict[str, Callable[[Context, Job], Projection]] = {
     # prepare projects from the fold's expected shape (its own output does not exist yet)
     "prepare": _sized("prepare", _prepare_spec, "parse/generate, normalise, write", maps_fold=False),
     "stats": stats,
-    **dict.fromkeys(("table", "figure", "freeze_dataset", "check_frozen", "compare_table", "loss_curves"), process),
+    **dict.fromkeys(("table", "figure", "freeze_dataset", "check_frozen", "compare_table", "loss_curves",
+                     "check_reproduced"), process),
     # issue 26: tables from prepared folds' labels, runs' records or a six-document toy list
     **dict.fromkeys(("computed_table", "toy_sort"), process),
     # issue 32: the choice of a grid point (reads run.json records) and the selection table

@@ -8,6 +8,16 @@ See :mod:`bench.losses.registry` for naming rules (built-ins, ``__losses__`` plu
 ``"package.module:function"``) and ``docs/losses.md`` for the definitions.
 """
 
-from bench.losses.registry import BUILTIN, LossInfo, get, grade_outputs, has_parameters, info, names, register
+from bench.losses.registry import (
+    BUILTIN,
+    LossInfo,
+    get,
+    grade_outputs,
+    has_parameters,
+    info,
+    names,
+    register,
+    signature,
+)
 
-__all__ = ["BUILTIN", "LossInfo", "get", "grade_outputs", "has_parameters", "info", "names", "register"]
+__all__ = ["BUILTIN", "LossInfo", "get", "grade_outputs", "has_parameters", "info", "names", "register", "signature"]

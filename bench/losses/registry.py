@@ -28,10 +28,13 @@ import ast
 import functools
 import importlib
 import inspect
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from bench.losses.hyperparameters import LossSignature, from_callable
 
 
 @dataclass(frozen=True)
@@ -211,21 +214,23 @@ def _resolve(target: str) -> Any:
 
 
 def _is_module_class(obj: Any) -> bool:
-    import torch
+    # a class subclassing nn.Module was defined by a module that imported torch; looking torch up
+    # instead of importing it keeps this module (which bench.config reads) free of torch
+    torch = sys.modules.get("torch")
+    return torch is not None and inspect.isclass(obj) and issubclass(obj, torch.nn.Module)
 
-    return inspect.isclass(obj) and issubclass(obj, torch.nn.Module)
+
+def signature(name: str) -> LossSignature:
+    """The hyperparameters of loss ``name`` (:mod:`bench.losses.hyperparameters`: the one rule for them)."""
+    return from_callable(_resolve(info(name).target))
 
 
-def _check_hyper(name: str, fn: Callable[..., Any], hyper: Mapping[str, Any]) -> None:
-    params = inspect.signature(fn).parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return
-    accepted = [p for p, v in params.items() if v.kind is inspect.Parameter.KEYWORD_ONLY or v.default is not v.empty]
-    accepted = [p for p in accepted if p not in ("scores", "labels", "mask")]
-    unknown = sorted(set(hyper) - set(accepted))
+def _check_hyper(name: str, obj: Any, hyper: Mapping[str, Any]) -> None:
+    sig = from_callable(obj)
+    unknown = sig.unknown(hyper)
     if unknown:
         raise ValueError(
-            f"loss {name!r} has no hyperparameter(s) {', '.join(unknown)}; accepted: {', '.join(accepted) or 'none'}"
+            f"loss {name!r} has no hyperparameter(s) {', '.join(unknown)}; accepted: {', '.join(sig.accepted()) or 'none'}"
         )
 
 
@@ -246,10 +251,9 @@ def get(name: str, **hyper: Any) -> Callable[..., Any]:
     """
     entry = info(name)
     obj = _resolve(entry.target)
-    if _is_module_class(obj):
-        _check_hyper(name, obj.__init__, hyper)
-        return obj(**hyper)
     _check_hyper(name, obj, hyper)
+    if _is_module_class(obj):
+        return obj(**hyper)
     return functools.partial(obj, **hyper) if hyper else obj
 
 

@@ -23,15 +23,17 @@ JSON object (``--spec``) that the workflow builds from the validated config.
   epoch and peak memory from the ``run.json`` of the runs named in the spec.
 - ``coverage --doc docs/coverage.md --enabled NAME ... --profile P --html H``: the coverage list
   of every table and figure of the four papers as a report page (:mod:`bench.report.coverage`).
-- ``compare-table --frozen DIR --new P.parquet ... --spec JSON --md M --html H``: verify the
-  frozen baselines (:func:`bench.frozen.check_frozen`), run the paired tests of
-  :func:`bench.stats.significance` on the new losses together with every frozen baseline,
-  write that statistics table next to the Markdown, and render it.
+- ``compare-table --frozen DIR --new P.parquet ... --ledger DIR --spec JSON --md M --html H``:
+  verify the frozen baselines (:func:`bench.frozen.check_frozen`), add the new losses to the
+  dataset's ledger of compared losses, test every compared loss against every frozen baseline
+  and against each other (:func:`bench.stats.versus`), and render the page
+  (:mod:`bench.report.compare`).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -164,11 +166,24 @@ def _one(inputs: list[str], name: str) -> str:
     return inputs[0]
 
 
+@dataclass
+class Compared:
+    """The compare page's statistics: each new loss against each baseline (``baselines``), the
+    new losses' pairs (``pairs``, empty with one new loss), the paper-table marks (``marks``)."""
+
+    baselines: pd.DataFrame
+    pairs: pd.DataFrame
+    marks: pd.DataFrame
+    manifest: dict[str, Any]
+    new: list[str]
+
+
 def compare_stats(frozen_dir: str | Path, new: pd.DataFrame, spec: dict[str, Any],
-                  fingerprints: dict[str, str]) -> pd.DataFrame:
-    """Verified frozen baselines + the new losses -> :func:`bench.stats.significance` table."""
+                  fingerprints: dict[str, str]) -> Compared:
+    """Verified frozen baselines + the new losses -> :func:`bench.stats.versus` and
+    :func:`bench.stats.significance` tables (:mod:`bench.report.compare` renders them)."""
     from bench import frozen as fz
-    from bench.stats import significance
+    from bench.stats import VERSUS_COLUMNS, significance, versus
 
     manifest = fz.check_frozen(frozen_dir, spec["protocol"], fingerprints)
     baselines = fz.load_frozen(frozen_dir, manifest)
@@ -183,44 +198,46 @@ def compare_stats(frozen_dir: str | Path, new: pd.DataFrame, spec: dict[str, Any
         if missing:
             raise fz.FrozenMismatch(f"{what} lack columns {missing}")
     per_query = pd.concat([baselines[keep], new[keep]], ignore_index=True)
-    stats_cfg = spec.get("stats", {})
-    return significance(per_query, metrics, test=stats_cfg.get("test", "t"),
-                        correction=stats_cfg.get("correction", "holm"), alpha=stats_cfg.get("alpha", 0.05),
-                        n_boot=stats_cfg.get("n_boot", 1000), seed=stats_cfg.get("seed", 0))
+    options = {k: v for k, v in spec.get("stats", {}).items() if k in ("test", "correction", "alpha", "n_boot", "seed")}
+    new_methods = list(dict.fromkeys(new["method"]))
+    frozen_methods = list(manifest["methods"])
+    pairs = (versus(per_query, metrics, new_methods, family="new losses", **options) if len(new_methods) > 1
+             else pd.DataFrame(columns=list(VERSUS_COLUMNS)))
+    return Compared(versus(per_query, metrics, new_methods, frozen_methods, family="baselines", **options), pairs,
+                    significance(per_query, metrics, **options), manifest, new_methods)
 
 
 def _cli_compare(args) -> int:
-    from bench.frozen import FrozenMismatch, fold_fingerprints, read_manifest
-    from bench.report.tables import build_table
+    from bench import frozen as fz
+    from bench.provenance import platform_facts, protocol_hash
+    from bench.report import compare as C
 
     spec = _spec(args.spec)
-    new = read_frames(args.new)
+    current = read_frames(args.new)
+    spec["protocol_hash"] = protocol_hash(spec["protocol"])
+    earlier, records, left_out = C.read_ledger(args.ledger, spec["protocol_hash"], list(pd.unique(current["method"])))
+    labels = {**{m: r["label"] for m, r in records.items()}, **spec.get("labels", {})}
+    spec["labels"] = labels
+    new = pd.concat([earlier, current], ignore_index=True) if len(earlier) else current
     try:
-        stats = compare_stats(args.frozen, new, spec, fold_fingerprints(args.prepared))
-    except FrozenMismatch as exc:
+        done = compare_stats(args.frozen, new, spec, fz.fold_fingerprints(args.prepared))
+    except fz.FrozenMismatch as exc:
         raise UsageError(f"refusing to compare: {exc}") from exc
+    record = None
+    if args.reproduced and Path(args.reproduced).is_file():
+        record = json.loads(Path(args.reproduced).read_text(encoding="utf-8"))
+    here = platform_facts(spec.get("threads", 1))
+    differences = fz.platform_differences(done.manifest.get("platform"), here)
+    manifest_sha = fz.file_sha256(Path(args.frozen) / fz.MANIFEST)
+    provenance = C.provenance_sentences(done.manifest, here, record, manifest_sha, differences)
+    new_methods = sorted(done.new, key=lambda m: labels.get(m, m))
+    table = C.page(done.baselines, done.pairs, done.marks, spec, new=new_methods, baselines=list(done.manifest["methods"]),
+                   provenance=provenance, record=record if record and record.get("manifest_sha256") == manifest_sha else None,
+                   left_out=left_out)
     if args.stats_out:
-        write_frame(stats, args.stats_out)
-    manifest = read_manifest(args.frozen)
-    new_methods = list(dict.fromkeys(new["method"]))
-    labels = spec.get("labels", {})
-    table_spec = {
-        "name": f"compare_{spec['dataset']}",
-        "title": f"New loss(es) vs the frozen baselines on {spec['dataset']}",
-        "note": f"New losses trained under the frozen protocol against the frozen baselines in {args.frozen} "
-                f"(protocol hash {manifest['protocol_hash'][:12]}, frozen {manifest['created_at']}, "
-                f"commit {manifest['code_version']['git_commit'][:10]}); every check passed (file checksums, "
-                "protocol hash, dataset fingerprints).",
-        "profile": spec.get("profile"),
-        "datasets": [{"name": spec["dataset"]}],
-        "methods": [{"name": m, "label": f"{labels.get(m, m)} (new)"} for m in new_methods]
-        + [{"name": m, "label": labels.get(m, m)} for m in manifest["methods"]],
-        "metrics": spec["metrics"],
-        "seeds": spec["protocol"]["seeds"],
-        "stats": spec.get("stats", {}),
-        "evaluation": spec["protocol"]["evaluation"],
-    }
-    _write_table(build_table(stats, table_spec), args.md, args.tex, args.html)
+        write_frame(pd.concat([done.baselines, done.pairs], ignore_index=True), args.stats_out)
+    C.write_ledger(args.ledger, current, spec.get("new_specs", {}), spec["protocol_hash"])
+    _write_table(table, args.md, args.tex, args.html)
     return 0
 
 
@@ -280,7 +297,9 @@ def register_cli(subparsers) -> None:
     c.add_argument("--new", required=True, nargs="+", help="evaluated per-query parquet files of the new losses")
     c.add_argument("--prepared", required=True, nargs="+", help="current prepared fold directories (fingerprints)")
     c.add_argument("--spec", required=True, help="JSON: dataset, protocol, metrics, stats, labels, profile")
-    c.add_argument("--stats-out", help="also write the statistics table here (parquet)")
+    c.add_argument("--stats-out", help="also write the page's statistics (bench.stats.versus rows) here (parquet)")
+    c.add_argument("--ledger", required=True, help="results/compare/<dataset>/losses: every loss compared on the dataset")
+    c.add_argument("--reproduced", help="the default study's record of re-running the baselines here, if any")
     c.add_argument("--md")
     c.add_argument("--tex")
     c.add_argument("--html")

@@ -17,6 +17,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from bench.errors import ConfigError
+from bench.losses.hyperparameters import supplied_by_trainer
 from bench.training.config import check
 
 
@@ -58,9 +59,14 @@ def make_loss(cfg: dict[str, Any], method: str) -> LossCall:
 
     name = cfg["loss"]
     try:
-        losses.info(name)
+        hyper = losses.signature(name)  # imports the loss: a missing module or function is the `loss` key's fault
     except ValueError as exc:
         raise ConfigError(f"methods.{method}.loss: {exc}") from exc
+    supplied = supplied_by_trainer(tau_schedule=cfg["train"]["tau_schedule"] is not None)
+    problems = hyper.problems(name, cfg["params"], supplied)
+    if problems:
+        key, message = problems[0]
+        raise ConfigError(f"methods.{method}.params.{key}: {message}")
     try:
         fn = losses.get(name, **cfg["params"])
     except (TypeError, ValueError) as exc:

@@ -378,8 +378,10 @@ def test_checkpoint_loads_weights_only(prepared, tmp_path):
     "mutate, match",
     [
         (lambda c: c["train"].update(bach_size=3), "train.bach_size"),
-        (lambda c: c["methods"]["ranknet"].update(params={"sigmaa": 1}), "methods.ranknet.params"),
+        (lambda c: c["methods"]["ranknet"].update(params={"sigmaa": 1}), r"^methods\.ranknet\.params\.sigmaa: "),
         (lambda c: c["methods"]["ranknet"].update(loss="no_such_loss"), "methods.ranknet.loss"),
+        (lambda c: c["methods"]["ranknet"].update(loss="no_such_module:fn"), r"^methods\.ranknet\.loss: .*no_such_module"),
+        (lambda c: c["methods"]["ranknet"].update(loss="examples.my_loss:no_such_fn"), r"^methods\.ranknet\.loss: "),
         (lambda c: c["methods"]["ranknet"].update(train={"tau_schedule": {"kind": "constant", "value": 1}}),
          "methods.ranknet.train.tau_schedule"),
         (lambda c: c["methods"]["ranknet"].update(model={"hidden": 3}), "methods.ranknet.model.hidden"),

@@ -1,0 +1,243 @@
+r"""The compare page: each new loss against each frozen baseline, and the new losses against each other.
+
+``ltr-bench compare-table`` (:mod:`bench.report.cli`) builds ``reports/compare/<dataset>.md``
+(and ``.html``) from the statistics of :func:`bench.stats.versus` and
+:func:`bench.stats.significance`; nothing here computes a statistic.
+
+**Blocks**, per metric of the frozen protocol:
+
+1. for every new loss, its mean ± std over seeds in the title and one row per frozen
+   baseline, strongest first (by the baseline's mean on that metric): the baseline's mean ±
+   std, Δ = new − baseline (metric units), its paired bootstrap CI, the two-sided paired
+   test's p-value Holm-adjusted over the baselines (▲ significantly better, ▼ significantly
+   worse: the sign of Δ read by the metric's direction), and per-query wins/ties/losses of the
+   new loss;
+2. with several new losses, every pair of them once (Holm over the pairs);
+3. how far a re-run of the baselines on this machine landed from the frozen files (the
+   default study's record, :func:`bench.frozen.check_reproduced`), when it was measured;
+4. every method with the paper tables' marks (best + not significantly worse than it).
+
+**Several losses, one page.** Every loss compared on a dataset is kept in the **ledger**
+``results/compare/<dataset>/losses/<method>.parquet`` (its per-query results, digest-checked)
+and ``<method>.json`` (loss, params, label, the protocol hash it was trained under, when).
+A compare adds or replaces its own losses there and renders every ledger entry trained under
+the current protocol, so a second loss compared later appears beside the first; entries of
+another protocol are named in the caption and left out. Delete an entry's two files to drop
+it from the page.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from bench.atomic import write_files
+from bench.metrics import conventions_caption, higher_is_better
+from bench.report.tables import TEST_NAMES, Block, Cell, Table, build_table, decimals, metric_label
+from bench.results import read_frame, write_frame
+
+LEDGER = "losses"  # under results/compare/<dataset>/
+TWO_SIDED = {name: text.replace("one-sided", "two-sided") for name, text in TEST_NAMES.items()}
+
+
+# ----------------------------------------------------------------------------- the ledger
+
+
+def ledger_entries(ledger: str | Path) -> dict[str, dict[str, Any]]:
+    """Method -> its ledger record (``<method>.json``), every entry of one dataset."""
+    folder = Path(ledger)
+    if not folder.is_dir():
+        return {}
+    return {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.json"))}
+
+
+def read_ledger(ledger: str | Path, protocol_hash: str, replacing: list[str]) -> tuple[pd.DataFrame, dict, list]:
+    """``(per-query frame, records, left out)`` of the ledger's entries trained under
+    ``protocol_hash``, except ``replacing`` (the losses this compare brings again); ``left out``
+    names the entries of another protocol."""
+    frames, kept, left_out = [], {}, []
+    for method, record in ledger_entries(ledger).items():
+        if method in replacing:
+            continue
+        if record["protocol_hash"] != protocol_hash:
+            left_out.append(f"{record.get('label', method)} (protocol {record['protocol_hash'][:12]})")
+            continue
+        frames.append(read_frame(Path(ledger) / f"{method}.parquet"))
+        kept[method] = record
+    return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), kept, left_out
+
+
+def write_ledger(ledger: str | Path, new: pd.DataFrame, specs: dict[str, dict[str, Any]], protocol_hash: str) -> None:
+    """Add (or replace) each new loss's per-query results and record."""
+    stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    for method, frame in new.groupby("method", sort=True):
+        spec = specs.get(str(method), {})
+        write_frame(frame.reset_index(drop=True), Path(ledger) / f"{method}.parquet")
+        record = {"method": str(method), "label": spec.get("label", str(method)), "loss": spec.get("loss"),
+                  "params": spec.get("params", {}), "protocol_hash": protocol_hash, "compared_at": stamp}
+        write_files({Path(ledger) / f"{method}.json": (json.dumps(record, indent=2, sort_keys=True) + "\n").encode()})
+
+
+# ----------------------------------------------------------------------------- the page
+
+
+def _num(value: float, metric: str, *, signed: bool = False) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    return f"{value:{'+' if signed else ''}.{decimals(metric)}f}"
+
+
+def _mean(mean: float, std: float, metric: str, several: bool) -> str:
+    return f"{_num(mean, metric)} ± {_num(std, metric)}" if several else _num(mean, metric)
+
+
+def _p(row: dict[str, Any]) -> str:
+    """The adjusted p-value, with ▲/▼ when significant: the sign of Δ by the metric's direction."""
+    p = row["p_adjusted"]
+    text = "< 0.001" if p < 0.001 else f"{p:.3f}"
+    if row["significant"]:
+        better = (row["diff"] > 0) == higher_is_better(row["metric"])
+        text += " ▲" if better else " ▼"
+    return text
+
+
+def _row(row: dict[str, Any], first: str, several: bool, *, ref_mean: bool = True) -> list[Cell]:
+    metric = row["metric"]
+    cells = [Cell(first)]
+    if ref_mean:
+        cells.append(Cell(_mean(row["ref_mean"], row["ref_std_over_seeds"], metric, several)))
+    cells += [Cell(_num(row["diff"], metric, signed=True)),
+              Cell(f"[{_num(row['ci_low'], metric, signed=True)}, {_num(row['ci_high'], metric, signed=True)}]"),
+              Cell(_p(row), bold=bool(row["significant"])),
+              Cell(f"{row['wins']} / {row['ties']} / {row['losses']}")]
+    return cells
+
+
+def versus_blocks(baselines: pd.DataFrame, pairs: pd.DataFrame, metrics: list[str], new: list[str],
+                  labels: dict[str, str], several: bool) -> list[Block]:
+    """Blocks 1 and 2 of the module docstring."""
+    blocks = []
+    for metric in metrics:
+        for method in new:
+            rows = baselines[(baselines.metric == metric) & (baselines.method == method)]
+            if rows.empty:
+                continue
+            rows = rows.sort_values("ref_mean", ascending=not higher_is_better(metric), kind="stable")
+            head = rows.iloc[0]
+            title = (f"{metric_label(metric)}: {labels.get(method, method)} (new, "
+                     f"{_mean(head['mean'], head['std_over_seeds'], metric, several)}) vs each frozen baseline")
+            header = ["Baseline (strongest first)", "mean ± std" if several else "mean", "Δ new − baseline",
+                      "95 % CI of Δ", "p (Holm)", "W / T / L"]
+            blocks.append(Block(title, header, [_row(r, labels.get(r["reference"], r["reference"]), several)
+                                                for r in rows.to_dict("records")]))
+        rows = pairs[pairs.metric == metric] if not pairs.empty else pairs
+        if len(rows):
+            header = ["New loss vs new loss", "Δ first − second", "95 % CI of Δ", "p (Holm)", "W / T / L"]
+            body = [_row(r, f"{labels.get(r['method'], r['method'])} vs {labels.get(r['reference'], r['reference'])}",
+                         several, ref_mean=False) for r in rows.to_dict("records")]
+            blocks.append(Block(f"{metric_label(metric)}: the new losses against each other", header, body))
+    return blocks
+
+
+def reproduction_block(record: dict[str, Any] | None, metrics: list[str], labels: dict[str, str]) -> Block | None:
+    """Block 3: per metric, the largest per-query and mean differences of a re-run here."""
+    if not record or not record.get("methods"):
+        return None
+    header = ["Metric", "largest per-query |Δ| (method)", "largest |Δ mean| (method)", "tolerance across platforms"]
+    rows = []
+    tolerance = record.get("tolerance") or {}
+    for metric in metrics:
+        per_query = max(record["methods"], key=lambda d: d["max_abs"][metric])
+        mean = max(record["methods"], key=lambda d: abs(d["mean_diff"][metric]))
+        rows.append([Cell(metric_label(metric)),
+                     Cell(_worst(per_query["max_abs"][metric], per_query["method"], metric, labels)),
+                     Cell(_worst(mean["mean_diff"][metric], mean["method"], metric, labels, signed=True)),
+                     Cell(_num(tolerance[metric], metric) if metric in tolerance else "not judged")])
+    return Block("The frozen baselines re-run on this machine (the default study) vs the frozen files", header, rows)
+
+
+def _worst(value: float, method: str, metric: str, labels: dict[str, str], *, signed: bool = False) -> str:
+    """A largest difference and the method it belongs to (none when every method is identical)."""
+    text = _num(value, metric, signed=signed)
+    return f"{text} ({labels.get(method, method)})" if value != 0 else f"{text} (every method identical)"
+
+
+def _platform(facts: dict[str, Any] | None) -> str:
+    if not facts:
+        return "an unrecorded platform"
+    libs = facts.get("libraries", {})
+    return (f"{facts.get('cpu')} ({facts.get('torch_cpu_capability')} kernels, {len(facts.get('cpu_isa', []))} SIMD "
+            f"flags{', ' + str(facts['isa_variables']) if facts.get('isa_variables') else ''}; torch {libs.get('torch')}, "
+            f"{facts.get('torch_threads')} thread(s))")
+
+
+def provenance_sentences(manifest: dict[str, Any], here: dict[str, Any], record: dict[str, Any] | None,
+                         manifest_sha: str, differences: list[str]) -> str:
+    """Where and from what code the baselines were frozen, what their bits depend on, and how a
+    re-run here lands (or that none was measured)."""
+    code = manifest["code_version"]
+    dirty = " with uncommitted changes" if code.get("git_dirty") else ""
+    parts = [f"Frozen baselines: {len(manifest['methods'])} methods frozen {manifest['created_at']} at commit "
+             f"{str(code['git_commit'])[:10]}{dirty} on {_platform(manifest.get('platform'))}; their per-query bits "
+             f"depend on {manifest.get('bits_depend_on', 'the code, the protocol, the data and the platform')}."]
+    if differences:
+        parts.append(f"This machine differs from the freezing one in: {', '.join(differences)} ({_platform(here)}), so a "
+                     "re-run here gives other bits.")
+    else:
+        parts.append("This machine has the freezing platform's facts: a re-run here with the same code gives the same bits.")
+    if record and record.get("manifest_sha256") == manifest_sha and record.get("line"):
+        parts.append(f"Checked by the default study on this machine: {record['line']}.")
+    else:
+        parts.append("No re-run of the baselines on this machine was measured yet (`snakemake --cores 2 all` checks "
+                     "them: results/compare/<dataset>/reproduced.json).")
+    return " ".join(parts)
+
+
+def page(versus_baselines: pd.DataFrame, versus_pairs: pd.DataFrame, marks: pd.DataFrame, spec: dict[str, Any],
+         *, new: list[str], baselines: list[str], provenance: str, record: dict[str, Any] | None,
+         left_out: list[str]) -> Table:
+    """The page as one :class:`bench.report.tables.Table` (module docstring)."""
+    labels = spec.get("labels", {})
+    metrics = list(spec["metrics"])
+    stats = {"test": "t", "correction": "holm", "alpha": 0.05, "n_boot": 1000, **spec.get("stats", {})}
+    seeds = spec["protocol"]["seeds"]
+    several = len(seeds) > 1
+    ev = {"empty_query": "one", "ties": "stable", **spec["protocol"].get("evaluation", {})}
+    corr = "Holm-Bonferroni-adjusted" if stats["correction"] == "holm" else "not adjusted"
+    caption = [
+        f"Each new loss trained under the frozen protocol (hash {spec['protocol_hash'][:12]}) on {spec['dataset']} "
+        f"and tested against each of the {len(baselines)} frozen baselines, per metric.",
+        (f"Mean ± standard deviation over {len(seeds)} seeds of the per-seed means;" if several else "One seed;")
+        + " test queries of all folds pooled, each query's value averaged over the seeds.",
+        "Δ = new − baseline mean in metric units (ARP: lower is better, so a negative Δ favours the new loss); "
+        f"its {stats.get('confidence', 0.95):.0%} CI: paired percentile bootstrap over queries "
+        f"({stats['n_boot']} resamples).",
+        f"p: {TWO_SIDED.get(stats['test'], stats['test'])} on the per-query values, {corr} over the baselines of "
+        f"each new loss and metric{' (the new losses against each other: over their pairs)' if len(new) > 1 else ''}; "
+        f"bold ▲ / ▼: significantly better / worse at alpha = {stats['alpha']} (the sign of Δ gives the direction).",
+        "W / T / L: test queries where the new loss (the first) is better / equal within 1e-12 / worse.",
+        "Baselines strongest first, by their mean on each metric.",
+        conventions_caption(ev["empty_query"], ev["ties"], ev.get("convention", "default"), metrics=metrics),
+        provenance,
+    ]
+    if left_out:
+        caption.append(f"Left out (compared under another protocol; compare them again to include them): "
+                       f"{', '.join(left_out)}.")
+    caption.append("Last block: every method with the paper tables' marks (bold: the best mean and every method not "
+                   "significantly worse than it by the one-sided test against the best; underlined: the best).")
+    blocks = versus_blocks(versus_baselines, versus_pairs, metrics, new, labels, several)
+    extra = reproduction_block(record, metrics, labels)
+    if extra is not None:
+        blocks.append(extra)
+    marks_spec = {"name": "marks", "datasets": [{"name": spec["dataset"]}], "metrics": metrics, "seeds": seeds,
+                  "methods": [{"name": m, "label": f"{labels.get(m, m)} (new)"} for m in new]
+                  + [{"name": m, "label": labels.get(m, m)} for m in baselines]}
+    for block in build_table(marks, marks_spec).blocks:
+        blocks.append(Block(f"Every method with the paper tables' marks: {block.title}", block.header, block.rows))
+    title = f"New loss{'es' if len(new) > 1 else ''} vs the frozen baselines on {spec['dataset']}"
+    return Table(f"compare_{spec['dataset']}", title, " ".join(caption), blocks)

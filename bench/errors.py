@@ -50,6 +50,11 @@ class IntegrityError(BenchError, ValueError):
     the message names the file and what to type to rebuild it."""
 
 
+class CalibrationFailed(BenchError, RuntimeError):
+    """A calibration measurement raised (in its child process); the message names the batch,
+    the error's last line and where the measurements already taken are kept."""
+
+
 class FrozenMismatch(BenchError):
     """The frozen baselines do not match the current protocol, data or their own checksums."""
 

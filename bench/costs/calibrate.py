@@ -31,6 +31,7 @@ from typing import Any
 
 from bench.costs.calibration import Calibration, Device, cpu_timed
 from bench.costs.fakedata import Workspace
+from bench.errors import CalibrationFailed
 from bench.perf.process import Child, start_child
 
 #: the order kinds are measured in (cheap and widely shared first, so that an interrupted
@@ -133,6 +134,12 @@ def calibrate(calibration: Calibration, needed: Needed, *, log: Callable[[str], 
     queue = batches(needed)
     running: dict[int, tuple[Child, str, list[tuple[str, dict[str, Any]]], float]] = {}
 
+    def failed(kind: str, group: list[tuple[str, dict[str, Any]]], exc: RuntimeError) -> CalibrationFailed:
+        last = next((line.strip() for line in reversed(str(exc).splitlines()) if line.strip()), type(exc).__name__)
+        kept = f"kept in {calibration.path}" if calibration.path is not None else "not saved (no cache file)"
+        return CalibrationFailed(f"measuring {describe(kind, [spec for _, spec in group])} failed: {last} "
+                                 f"({len(calibration.entries)} measurement(s) {kept}; the same command resumes)")
+
     def finished(kind: str, group: list[tuple[str, dict[str, Any]]], results: list, started: float) -> None:
         seconds = clock() - started
         for (_, spec), result in zip(group, results):
@@ -147,8 +154,12 @@ def calibrate(calibration: Calibration, needed: Needed, *, log: Callable[[str], 
                 if workers == 1:  # in this process: one batch after the other
                     kind, group = queue.pop(0)
                     started = clock()
-                    finished(kind, group, measure_many(kind, [s for _, s in group], device=dev.kind,
-                                                       threads=dev.threads, workspace=workspace), started)
+                    try:
+                        results = measure_many(kind, [s for _, s in group], device=dev.kind, threads=dev.threads,
+                                               workspace=workspace)
+                    except RuntimeError as exc:
+                        raise failed(kind, group, exc) from exc
+                    finished(kind, group, results, started)
                     continue
                 while queue and len(running) < workers:
                     kind, group = queue.pop(0)
@@ -160,7 +171,11 @@ def calibrate(calibration: Calibration, needed: Needed, *, log: Callable[[str], 
                     child, kind, group, started = running[fd]
                     if child.read_some():
                         del running[fd]
-                        finished(kind, group, child.result(), started)
+                        try:
+                            results = child.result()
+                        except RuntimeError as exc:
+                            raise failed(kind, group, exc) from exc
+                        finished(kind, group, results, started)
         finally:
             for child, *_ in running.values():
                 child.kill()

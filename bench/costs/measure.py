@@ -214,7 +214,8 @@ def model_step(spec: dict[str, Any], device: str, workspace: Workspace) -> dict[
 
 def loss_steps(specs: list[dict[str, Any]], device: str, workspace: Workspace) -> list[dict[str, Any]]:
     """Forward + backward of each spec's loss on ``[batch_size, list_size]`` scores of full lists
-    (grades 0-4), all in one child: ``seconds`` (median) and ``work_bytes`` each."""
+    (grades 0-4; ``[batch_size, list_size, C]`` logits for a loss on one logit per grade), all in
+    one child: ``seconds`` (median) and ``work_bytes`` each."""
 
     def measure() -> list[dict[str, Any]]:
         from bench.training.device import deterministic, resolve_device
@@ -238,7 +239,9 @@ def _loss_step(spec: dict[str, Any], dev) -> dict[str, Any]:
         loss_call.module.to(dev)
     gen = torch.Generator(device=dev).manual_seed(0)
     rng = np.random.default_rng(0)
-    scores = torch.tensor(rng.standard_normal((B, L)), dtype=torch.float32, device=dev, requires_grad=True)
+    # a loss on one logit per grade (ARF's point-wise Softmax) takes [B, L, C]: what its scorer hands it
+    shape = (B, L) if loss_call.grades is None else (B, L, loss_call.grades)
+    scores = torch.tensor(rng.standard_normal(shape), dtype=torch.float32, device=dev, requires_grad=True)
     labels = torch.tensor(rng.integers(0, 5, (B, L)), dtype=torch.float32, device=dev)
     mask = torch.ones(B, L, dtype=torch.bool, device=dev)
 

@@ -73,3 +73,25 @@ def test_batches_side_by_side_in_forked_workers(tmp_path):
     assert done.done == 5 and len(lines) == 5 and lines[-1].startswith("calibrating 5/5 (100%)")
     assert sorted(e["result"]["i"] for e in kept.entries.values()) == [0, 1, 2, 3, 4]
     assert __import__("os").getpid() not in {e["result"]["pid"] for e in kept.entries.values()}
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_failed_measurement_is_one_error_naming_the_batch_and_the_kept_cache(tmp_path, workers):
+    """A measurement that raises (a loss that cannot run on the calibration's inputs) stops the
+    plan with a CalibrationFailed naming the batch and the error's last line, the measurements
+    already taken saved, in this process and in a forked worker alike."""
+    from bench.errors import CalibrationFailed
+
+    cal = Calibration(Device("cpu", "x", 1), {}, tmp_path / "cal.json")
+    needed = _needed(["process", "loss_step"])
+
+    def measure_many(kind, specs, **kw):
+        if kind == "loss_step":
+            raise RuntimeError("measurement failed in the child process:\nTraceback ...\nValueError: bad shape")
+        return [{"seconds": 1.0} for _ in specs]
+
+    with pytest.raises(CalibrationFailed) as info:
+        calibrate.calibrate(cal, needed, log=lambda m: None, measure_many=measure_many, workers=workers)
+    assert str(info.value).startswith("measuring loss_step x1 (l1) failed: ")
+    assert "bad shape (1 measurement(s) kept in " in str(info.value)
+    assert [e["kind"] for e in load_calibration(cal.path).entries.values()] == ["process"]

@@ -101,6 +101,17 @@ def test_losses_are_measured_in_one_child_each_with_its_time_and_memory():
     assert len(results) == 3 and all(r["seconds"] > 0 and r["work_bytes"] >= 0 for r in results)
 
 
+def test_the_calibration_measures_every_registered_loss_on_the_inputs_its_scorer_gives():
+    """Every built-in loss, with its defaults, goes through the calibration's loss step: a loss
+    on one logit per grade (ARF's point-wise Softmax) gets ``[B, L, C]`` logits, not scores (the
+    paper profile's plan stopped on it when the loss joined the registry)."""
+    from bench.losses import names
+
+    specs = [{"loss": name, "params": {}, "batch_size": 2, "list_size": 12} for name in names()]
+    results = measure.measure_many("loss_step", specs, device="cpu", threads=1)
+    assert len(results) == len(specs) and all(r["seconds"] > 0 for r in results)
+
+
 def test_gbdt_measurement_at_two_sizes_and_two_round_counts():
     m = measure.measure("gbdt", {"method": {"gbdt": "lightgbm", "objective": "lambdarank",
                                             "params": {"num_leaves": 7, "min_sum_hessian_in_leaf": 1.0}},

@@ -66,7 +66,10 @@ WARMUP_STEPS, MIN_STEPS, MAX_STEPS, STEP_SECONDS = 1, 3, 20, 0.5
 #: timed loss calls: after one warm-up call, until LOSS_SECONDS (at least one), at most MAX_STEPS
 LOSS_SECONDS = 0.15
 EVAL_DOCS = 10_000  # documents of the generated validation split of ``neural_eval``
-GBDT_ROUNDS = (1, 4)  # boosting rounds of the two GBDT measurements at each size
+# boosting rounds of the two GBDT measurements at each size: the per-round time is their difference
+# over 15 rounds (over 3, a few hundredths of a second of noise at the small size made the line
+# through the two sizes twice too steep: XGBoost on the MSLR-sized fold projected at 2.0x its time)
+GBDT_ROUNDS = (1, 16)
 
 
 def preload() -> None:
@@ -368,7 +371,7 @@ def gbdt(spec: dict[str, Any], device: str, workspace: Workspace) -> dict[str, A
     points = []
     for size in spec["sizes"]:
         fold, n_docs = workspace.fold(spec["shape"], int(size))
-        for rounds in GBDT_ROUNDS:
+        for rounds in spec.get("rounds", GBDT_ROUNDS):
             def measure(rounds: int = rounds, fold: Path = fold, n_docs: int = n_docs) -> dict[str, Any]:
                 from bench.config.settings import resolve_gbdt
                 from bench.training.gbdt import gbdt_run

@@ -34,7 +34,7 @@ on ``[batch, list]`` scores less the reference loss's (time and working memory):
 pass into the model is the same whatever loss produced the scores' gradient.
 
 **GBDT run**: ``seconds = c(N) + R * r(N)`` with ``R = num_trees`` (early stopping may end
-sooner: an upper bound), ``c`` and ``r`` fitted from runs of 1 and 4 rounds
+sooner: an upper bound), ``c`` and ``r`` fitted from runs of 1 and 16 rounds
 (:data:`~bench.costs.measure.GBDT_ROUNDS`) at two sizes. Peak: the fold, the library's binned
 copy of the features (:data:`BIN_BYTES` a value) and the rest as measured at the larger size
 (the process, the trees' buffers): a line through two small sizes overshot 1.5-2x (XGBoost's
@@ -60,7 +60,7 @@ from bench.config import plan
 from bench.config.jobs import Job
 from bench.config.run import resolve_metrics_config, resolve_train
 from bench.costs.calibration import Calibration, entry_key
-from bench.costs.measure import REFERENCE_LOSS
+from bench.costs.measure import GBDT_ROUNDS, REFERENCE_LOSS
 from bench.data.shapes import FoldShape, SplitShape, fold_shape
 
 FLOAT_BYTES = 4  # float32 weights, gradients and Adam moments
@@ -329,8 +329,9 @@ def gbdt(ctx: Context, job: Job) -> Projection:
         return proj
     cfg = resolve_gbdt(run_cfg, job.wildcards["method"])
     method = {k: v for k, v in entry.items() if k not in ("num_trees", "early_stopping_rounds")}
+    # the round counts are part of the spec (and so of the cache key): a change re-measures
     m = _Need(ctx, proj)("gbdt", {"method": method, "metrics": run_cfg.get("metrics"), "shape": shape_spec(shape),
-                                  "sizes": measured_sizes(shape, exact=ctx.exact)})
+                                  "sizes": measured_sizes(shape, exact=ctx.exact), "rounds": list(GBDT_ROUNDS)})
     proj.work, proj.rounds, proj.bound = f"<= {cfg['num_trees']:,} rounds", cfg["num_trees"], True
     if m is None:
         return proj

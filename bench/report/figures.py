@@ -159,11 +159,13 @@ def scaling_figure(frame: pd.DataFrame, steps: int | None = None, batch_lists: i
     alone = "loss_slope" in slopes
     fig, axes = plt.subplots(1, 3 if alone else 2, figsize=(18 if alone else 12, 4.8))
     ax_t, ax_m = axes[0], axes[1]
-    cmap = plt.get_cmap("tab10")
+    # ten colours, then the same ten with another marker and dashes: no two curves look alike
+    cmap, markers, dashes = plt.get_cmap("tab10"), "osD^v", ("-", "--", "-.", ":", (0, (5, 1)))
     for i, row in enumerate(slopes.itertuples()):
         grp = frame[(frame.loss == row.loss) & (frame.variant.fillna("") == ("" if pd.isna(row.variant) else row.variant))]
         grp = grp.sort_values("L")
-        style = {"color": cmap(i % 10), "marker": "o", "linewidth": 2 if "pirank" in str(row.loss) else 1.2}
+        style = {"color": cmap(i % 10), "marker": markers[i // 10 % 5], "linestyle": dashes[i // 10 % 5],
+                 "linewidth": 2 if "pirank" in str(row.loss) else 1.2}
         ax_t.plot(grp.L, grp.seconds, label=f"{row.label}: slope {row.time_slope:.2f}", **style)
         ax_m.plot(grp.L, grp.peak_mb, label=f"{row.label}: slope {row.mem_slope:.2f}", **style)
         if alone:

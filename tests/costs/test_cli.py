@@ -58,6 +58,17 @@ def test_status_of_a_study_that_has_not_started(tmp_path):
     assert "listsize_table3" in out.stdout and "remaining" in out.stdout
 
 
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a process that has not exited. A killed measurement child whose parent
+    was killed too is re-parented to PID 1 and stays a zombie (state ``Z``: exited, holding
+    nothing) until PID 1 reaps it, which a container's init may do seconds later."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
 def _descendants(pid: int) -> set[int]:
     """Every process below ``pid`` (children, their children ...), from /proc."""
     parents = {}
@@ -107,9 +118,7 @@ def test_ctrl_c_stops_the_calibration_at_once_with_one_line_and_no_child_left(tm
     assert [line for line in tail if not line.startswith("calibrating ")] == tail[-1:]
     assert tail[-1].startswith("ltr-bench plan: interrupted")
     assert "Traceback" not in rest and "interrupted" in rest and "kept in" in rest, rest
-    for pid in children:
-        with pytest.raises(ProcessLookupError):
-            os.kill(pid, 0)
+    assert [pid for pid in children if _running(pid)] == []
     kept = json.loads(next(cal.glob("*.json")).read_text())["entries"]
     assert len(kept) >= 1 and f"{len(kept)} measurement(s) kept" in rest
     assert list(scratch.glob("ltr-calibration-*")) == []  # the generated data removed (torch keeps its own here)

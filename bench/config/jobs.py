@@ -157,6 +157,7 @@ class _Jobs:
             for dataset in plan.table_datasets(self.config, spec["table"]):
                 self.evaluation(spec["table"], dataset)
         elif figure == "quality_cost_figure":
+            plan.quality_cost_inputs(self.config)  # its table enabled, its dataset the table's: as the rule checks
             self.table(spec["table"], render=False)  # its statistics and its runs (every dataset's)
             self.add("quality_cost", plan.QUALITY_COST)
         else:

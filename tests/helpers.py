@@ -101,3 +101,22 @@ def exact_pl_expected_ndcg(scores, labels, k=None):
         dcg = sum(gains[perm[r]] / math.log2(2 + r) for r in range(cut))
         total = total + torch.exp(log_p) * dcg / ideal
     return total
+
+
+TOY_METRICS = ["ndcg@5", "ndcg@10", "mrr", "arp", "opa"]
+
+
+def toy_neural_config(extra_method: str, **train) -> dict:
+    """A run config for two-epoch training on :func:`make_prepared`'s toy fold: RankNet,
+    ``extra_method`` (its loss of the same name) and a context-aware ListNet (``cae``);
+    ``train`` overrides the train section."""
+    return {
+        "model": {"type": "mlp", "hidden": [16, 8], "dropout": 0.1},
+        "train": {"epochs": 2, "batch_size": 8, "list_size": 12, "eval_batch_size": 7, **train},
+        "metrics": {"names": TOY_METRICS, "empty_query": "one", "ties": "stable"},
+        "methods": {
+            "ranknet": {"loss": "ranknet"},
+            extra_method: {"loss": extra_method},
+            "cae": {"loss": "listnet", "model": {"type": "context_aware", "input_proj": 8, "hidden": 16}},
+        },
+    }

@@ -30,9 +30,9 @@ import yaml
 
 from bench.training.cli import run_job
 from bench.training.loop import EXIT_ENV, EXIT_STATUS
-from helpers import make_prepared
+from helpers import TOY_METRICS, make_prepared, toy_neural_config
 
-METRICS = ["ndcg@5", "ndcg@10", "mrr", "arp", "opa"]
+METRICS = TOY_METRICS
 
 
 @pytest.fixture(scope="module")
@@ -41,16 +41,7 @@ def prepared(tmp_path_factory) -> Path:
 
 
 def _config(**train) -> dict:
-    return {
-        "model": {"type": "mlp", "hidden": [16, 8], "dropout": 0.1},
-        "train": {"epochs": 2, "batch_size": 8, "list_size": 12, "eval_batch_size": 7, **train},
-        "metrics": {"names": METRICS, "empty_query": "one", "ties": "stable"},
-        "methods": {
-            "ranknet": {"loss": "ranknet"},
-            "neuralndcg": {"loss": "neuralndcg"},
-            "cae": {"loss": "listnet", "model": {"type": "context_aware", "input_proj": 8, "hidden": 16}},
-        },
-    }
+    return toy_neural_config("neuralndcg", **train)
 
 
 @pytest.mark.parametrize("method", ["ranknet", "neuralndcg", "cae"])

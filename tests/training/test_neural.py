@@ -26,9 +26,9 @@ from bench.training.cli import run_job
 from bench.training.loop import EXIT_ENV, EXIT_STATUS
 from bench.training.progress import read_progress
 from bench.training.state import default_checkpoint_dir
-from helpers import make_prepared
+from helpers import TOY_METRICS, make_prepared, toy_neural_config
 
-METRICS = ["ndcg@5", "ndcg@10", "mrr", "arp", "opa"]
+METRICS = TOY_METRICS
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -47,16 +47,7 @@ def prepared(tmp_path_factory) -> Path:
 
 
 def _config(**train) -> dict:
-    return {
-        "model": {"type": "mlp", "hidden": [16, 8], "dropout": 0.1},
-        "train": {"epochs": 2, "batch_size": 8, "list_size": 12, "eval_batch_size": 7, **train},
-        "metrics": {"names": METRICS, "empty_query": "one", "ties": "stable"},
-        "methods": {
-            "ranknet": {"loss": "ranknet"},
-            "softmax": {"loss": "softmax"},
-            "cae": {"loss": "listnet", "model": {"type": "context_aware", "input_proj": 8, "hidden": 16}},
-        },
-    }
+    return toy_neural_config("softmax", **train)
 
 
 def test_outputs_complete(prepared, tmp_path):

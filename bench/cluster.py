@@ -42,8 +42,8 @@ DEFAULT_PARTITION, DEFAULT_GPU_PARTITION = "cpu", "gpu"
 
 #: rules that may use a GPU (``resources: gpu=1`` when the config says ``gpu: true``)
 GPU_RULES = frozenset({"train", "perf_scaling"})
-#: rules whose outputs GPU rules read (besides the local run_config)
-FEED_GPU_RULES = frozenset({"prepare", "check_frozen"})
+#: rules whose outputs GPU rules read (besides the local run_config; tune through tuned_config)
+FEED_GPU_RULES = frozenset({"prepare", "check_frozen", "tune", "tuned_config"})
 
 #: (mem_mb, runtime in minutes) of the default study profile's jobs per rule ("*": every other
 #: rule), the static sizes of the one profile whose jobs are all seconds long. Every other job
@@ -75,9 +75,9 @@ GROUPS: dict[str, dict[str, str]] = {
     "default": dict.fromkeys(("prepare", "train", "gbdt", "linear", "evaluate", "stats", "table", "figure", "loss_curves",
                               "perf_scaling", "freeze_dataset", "check_frozen", "compare_table",
                               "computed_table", "toy_sort", "select", "selection_table", "quality_cost",
-                              "check_reproduced"), "study"),
+                              "check_reproduced", "tune", "tuned_config", "tuning_summary"), "study"),
     "paper": dict.fromkeys(("evaluate", "stats", "table", "figure", "compare_table", "computed_table", "select",
-                            "selection_table", "quality_cost"), "summaries"),
+                            "selection_table", "quality_cost", "tuning_summary"), "summaries"),
 }
 
 

@@ -40,7 +40,7 @@ from bench.config import kinds
 from bench.data.extract import file_sha256
 from bench.errors import FrozenMismatch, UsageError
 from bench.provenance import canonical_json, git_commit, library_versions, platform_facts, protocol_hash
-from bench.results import read_frames
+from bench.results import read_frames, read_record
 
 FORMAT = 2  # 2: the platform facts the bits depend on (bench.provenance.platform_facts)
 MANIFEST = "manifest.json"
@@ -92,10 +92,13 @@ def freeze(
     protocol: dict[str, Any],
     prepared_dirs: list[str | Path],
     platform: dict[str, Any] | None = None,
+    tuning: list[dict[str, Any]] | None = None,
 ) -> Path:
     """Write the frozen baselines of one dataset (one parquet per method) and the manifest;
     ``platform`` (:func:`bench.provenance.platform_facts` of the machine that trained them) is
-    what a re-run must match to reproduce them bit for bit."""
+    what a re-run must match to reproduce them bit for bit; ``tuning`` the tuning records
+    (:mod:`bench.tuning`) of the tuned baselines: the manifest keeps each one's chosen
+    configuration, search space, budget and validation mean (:func:`tuning_facts`)."""
     out_dir = Path(out_dir)
     if per_query.empty:
         raise ValueError("nothing to freeze: the per-query frame is empty")
@@ -121,11 +124,37 @@ def freeze(
             "versions": versions,
             "platform": platform,
             "bits_depend_on": DEPENDS_ON,
+            "tuning": tuning_facts(tuning or [], per_query["method"].unique().tolist()),
             "files": files,
             "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return out_dir
+
+
+def tuning_facts(records: list[dict[str, Any]], methods: list[str]) -> dict[str, Any]:
+    """What the manifest says about tuning: per baseline its budget (configurations tried; 1 =
+    trained once at its configured values), the chosen configuration and its settings, the
+    validation mean that chose it, the search space; and the split and seeds that chose.
+
+    >>> rec = {"fold": "Fold1", "seeds": [0], "budget": 3, "tuning": {"space_text": "train.lr ..."},
+    ...        "methods": {"m": {"chosen": "m+cfg2", "chosen_label": "lr = 0.01", "chosen_settings": {"train.lr": 0.01},
+    ...                          "metric": "ndcg@10", "points": [{"name": "m+cfg2", "mean": 0.9}]}}}
+    >>> tuning_facts([rec], ["m", "n"])["methods"]["n"]
+    {'budget': 1, 'chosen': 'n', 'chosen_label': 'default (not tuned)'}
+    """
+    out: dict[str, Any] = {"methods": {}}
+    for record in records:
+        (method, entry), = record["methods"].items()
+        out.update(fold=record["fold"], seeds=record["seeds"])
+        out["methods"][method] = {
+            "budget": record["budget"], "chosen": entry["chosen"], "chosen_label": entry["chosen_label"],
+            "chosen_settings": entry["chosen_settings"], "metric": entry["metric"], "space": record["tuning"]["space_text"],
+            "validation_mean": next(p["mean"] for p in entry["points"] if p["name"] == entry["chosen"])}
+    for method in sorted(set(methods) - set(out["methods"])):
+        out["methods"][method] = {"budget": 1, "chosen": method, "chosen_label": "default (not tuned)"}
+    out["methods"] = dict(sorted(out["methods"].items()))
+    return out
 
 
 def read_manifest(frozen_dir: str | Path) -> dict[str, Any]:
@@ -329,8 +358,9 @@ def _cli_freeze(args) -> int:
     try:
         protocol = json.loads(args.protocol)
         per_query = read_frames(args.per_query)
+        records = [read_record(p) for p in args.tuning]
         freeze(per_query, args.out, profile=args.profile, dataset=args.dataset, protocol=protocol,
-               prepared_dirs=args.prepared, platform=platform_facts(args.threads))
+               prepared_dirs=args.prepared, platform=platform_facts(args.threads), tuning=records)
     except (ValueError, FrozenMismatch) as exc:
         raise UsageError(str(exc)) from exc
     print(f"froze {per_query['method'].nunique()} baselines of {args.dataset} into {args.out}")
@@ -376,6 +406,7 @@ def register_cli(subparsers) -> None:
     p.add_argument("--dataset", required=True)
     p.add_argument("--out", required=True, help="results/frozen/<profile>/<dataset>")
     p.add_argument("--threads", type=int, required=True, help="torch threads the runs trained with (platform facts)")
+    p.add_argument("--tuning", nargs="*", default=[], help="the tuned baselines' tuning records (ltr-bench tune)")
     p.set_defaults(func=_cli_freeze)
     r = subparsers.add_parser("check-reproduced", help="do the current runs reproduce the frozen baselines?")
     r.add_argument("--frozen", required=True, help="results/frozen/<profile>/<dataset>")

@@ -59,21 +59,26 @@ def validation_value(run_dir: str | Path, metric: str) -> float:
     return math.nan if value is None else float(value)
 
 
+def choose(entry: dict[str, Any]) -> dict[str, Any]:
+    """One method's choice: ``entry`` (``metric`` and ``points``, each with its run ``dirs``) with
+    every point's per-seed validation values and mean, and the chosen point (the best mean; the
+    first in order on a tie). What the ``select`` and the ``tune`` stages share."""
+    metric = entry["metric"]
+    points = []
+    for point in entry["points"]:
+        values = [validation_value(d, metric) for d in point["dirs"]]
+        mean = math.fsum(values) / len(values) if values else math.nan
+        points.append({**point, "values": values, "mean": mean})
+    higher = higher_is_better(metric)
+    chosen = points[best_point([p["values"] for p in points], higher_is_better=higher)]
+    return {"metric": metric, "higher_is_better": higher, "chosen": chosen["name"],
+            "chosen_label": chosen["label"], "chosen_settings": chosen["settings"], "points": points}
+
+
 def select(spec: dict[str, Any]) -> dict[str, Any]:
     """The selection record of one fold (see the module docstring) from ``spec``
     (:func:`bench.config.plan.select_spec`)."""
-    methods = {}
-    for method, entry in spec["methods"].items():
-        metric = entry["metric"]
-        points = []
-        for point in entry["points"]:
-            values = [validation_value(d, metric) for d in point["dirs"]]
-            mean = math.fsum(values) / len(values) if values else math.nan
-            points.append({**point, "values": values, "mean": mean})
-        higher = higher_is_better(metric)
-        chosen = points[best_point([p["values"] for p in points], higher_is_better=higher)]
-        methods[method] = {"metric": metric, "higher_is_better": higher, "chosen": chosen["name"],
-                           "chosen_label": chosen["label"], "chosen_settings": chosen["settings"], "points": points}
+    methods = {method: choose(entry) for method, entry in spec["methods"].items()}
     return {k: spec[k] for k in ("table", "dataset", "fold", "seeds")} | {"methods": methods}
 
 

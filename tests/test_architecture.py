@@ -34,11 +34,12 @@ PACKAGE = ROOT / "bench"
 # top-level unit of bench -> layer; a module may import only units of a lower layer
 LAYERS: dict[str, int] = {
     "bench": 0, "bench.errors": 0, "bench.atomic": 0, "bench.seeds": 0, "bench.provenance": 0,
-    "bench.choices": 0, "bench.jobserver": 0, "bench.jit": 0, "bench.resume": 1, "bench.cluster": 1, "bench.cluster_faults": 1,
+    "bench.choices": 0, "bench.jobserver": 0, "bench.jit": 0, "bench.search_space": 0,
+    "bench.resume": 1, "bench.cluster": 1, "bench.cluster_faults": 1,
     "bench.overhead": 1, "bench.data": 1, "bench.losses": 1, "bench.metrics": 1, "bench.models": 1,
     "bench.config": 2, "bench.results": 2,
     "bench.training": 3, "bench.evaluate": 3, "bench.stats": 3, "bench.frozen": 3, "bench.curves": 3,
-    "bench.selection": 3,
+    "bench.selection": 3, "bench.tuning": 3,
     "bench.report": 4,
     "bench.perf": 5,
     "bench.costs": 6,

@@ -50,11 +50,17 @@ _sorted_json = lambda obj: json.dumps(obj, sort_keys=True)
 # the methods of each run kind's rule, as wildcard constraints (bench.config.kinds)
 RULE_METHODS = {name: _alternatives(plan.method_names(config, rule=name)) for name in kinds.rules()}
 
+# the tuned methods (bench.config.tuning), as the `tune` rule's wildcard constraint
+TUNED_METHODS = _alternatives(plan.tuned_method_names(config))
+
 # targets and shared arguments
 table_outputs = _planned(plan.table_outputs)
 table_targets = _planned(plan.table_targets)  # the table and, when it selects on validation, its selection table
 selection_files = _planned(plan.selection_files)
 select_inputs = _planned(plan.select_inputs)
+tune_inputs = _planned(plan.tune_inputs)
+selection_table_inputs = _planned(plan.selection_table_inputs)
+tuned_tables = lambda: plan.tuned_tables(config)
 computed_table_outputs = _planned(plan.computed_table_outputs)
 figure_outputs = _planned(plan.figure_outputs)
 report_inputs = _planned(plan.report_inputs)
@@ -97,8 +103,8 @@ def evaluated_scores(wildcards):
     return [f"{run['dir']}/scores.npy" for run in evaluated_runs(wildcards)]
 
 
-def evaluation_selection(wildcards):
-    return _planned(plan.evaluation_selection)(wildcards.name, wildcards.dataset, wildcards.fold)
+def evaluation_records(wildcards):
+    return _planned(plan.evaluation_records)(wildcards.name, wildcards.dataset, wildcards.fold)
 
 
 def evaluate_params(wildcards):

@@ -12,6 +12,7 @@ rule freeze_dataset:
     input:
         per_query=lambda w: evaluated_files("freeze", [w.dataset]),
         prepared=lambda w: prepared_folds(w.dataset),
+        tuning=lambda w: _planned(plan.tuning_records)("freeze", w.dataset),
     output:
         manifest="results/frozen/{profile}/{dataset}/manifest.json",
     params:
@@ -28,7 +29,7 @@ rule freeze_dataset:
     shell:
         "ltr-bench freeze --per-query {input.per_query} --prepared {input.prepared} --protocol {params.protocol:q} "
         "--profile {wildcards.profile} --dataset {wildcards.dataset} --out {params.out_dir} --threads {params.threads} "
-        "> {log} 2>&1"
+        "--tuning {input.tuning} > {log} 2>&1"
 
 
 rule check_frozen:
@@ -80,6 +81,8 @@ rule compare_table:
         new=lambda w: evaluated_files(plan.COMPARE_EXPERIMENT, [w.dataset]),
         prepared=lambda w: prepared_folds(w.dataset),
         checked="results/compare/{dataset}/frozen.ok",
+        # the tuned new losses' records: the page states each side's budget (bench.config.tuning)
+        tuning=lambda w: _planned(plan.tuning_records)(plan.COMPARE_EXPERIMENT, w.dataset),
     output:
         md=report("reports/compare/{dataset}.md", caption="report/compare.rst", category="Compare"),
         html="reports/compare/{dataset}.html",
@@ -100,7 +103,7 @@ rule compare_table:
     shell:
         "ltr-bench compare-table --frozen {params.frozen} --new {input.new} --prepared {input.prepared} "
         "--spec {params.spec:q} --ledger {params.ledger} --reproduced {params.reproduced} --stats-out {output.stats} "
-        "--md {output.md} --html {output.html} 2>&1 | tee {log}"
+        "--tuning {input.tuning} --md {output.md} --html {output.html} 2>&1 | tee {log}"
 
 
 rule freeze:

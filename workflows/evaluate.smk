@@ -5,13 +5,13 @@ rule evaluate:
     input:
         prepared=PREPARED,
         scores=evaluated_scores,
-        selection=evaluation_selection,
+        selection=evaluation_records,
     output:
         EVALUATED,
     params:
         runs=lambda w: json.dumps(evaluated_runs(w)),
         args=lambda w: evaluate_params(w),
-        # the chosen grid points of a table's methods selected on validation (rule select)
+        # the chosen grid points (rule select) and tuned configurations (rule tune) of the methods chosen on validation
         selection=lambda w, input: f"--selection {' '.join(input.selection)}" if input.selection else "",
     log:
         "results/logs/evaluated/{name}/{dataset}/{fold}.log",

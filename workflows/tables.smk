@@ -8,6 +8,8 @@ rule table:
         stats=STATS,
         paper="bench/report/paper_numbers.yaml",
         selection=lambda w: selection_files(w.table),
+        # a tuned table's budgets, choices and what tuning bought (rule tuning_summary)
+        tuning=lambda w: [plan.TUNING_SUMMARY.format(table=w.table)] if w.table in tuned_tables() else [],
     output:
         md=report("reports/tables/{table}.md", caption="report/tables.rst", category="Tables",
                   labels=table_labels("Markdown")),
@@ -18,6 +20,7 @@ rule table:
         spec=table_spec_json,
         # the caption names the points chosen on validation (rule select)
         selection=lambda w, input: f"--selection {' '.join(input.selection)}" if input.selection else "",
+        tuning=lambda w, input: f"--tuning {input.tuning}" if input.tuning else "",
     wildcard_constraints:
         table=STATS_TABLES,
     log:
@@ -29,7 +32,8 @@ rule table:
         "../environment.yml"
     shell:
         "ltr-bench table {wildcards.table} --stats {input.stats} --paper-numbers {input.paper} "
-        "{params.selection} --spec {params.spec:q} --md {output.md} --tex {output.tex} --html {output.html} > {log} 2>&1"
+        "{params.selection} {params.tuning} --spec {params.spec:q} --md {output.md} --tex {output.tex} --html {output.html} "
+        "> {log} 2>&1"
 
 
 rule pirank_table1:

@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.config import kinds, plan
+from bench.config import kinds, plan, tuning
 from bench.errors import ConfigError
 
 TARGET_ALL = "all"
@@ -90,24 +90,48 @@ class _Jobs:
             self.add("prepare", plan.PREPARED.format(dataset=dataset, fold=fold), fetched, dataset=dataset, fold=fold)
 
     def runs(self, experiment: str, dataset: str, fold: str, methods: list[str], seeds: list[int]) -> None:
+        self.run_list(experiment, dataset, fold, [(m, seeds) for m in methods])
+
+    def run_list(self, experiment: str, dataset: str, fold: str, runs: list[tuple[str, list[int]]]) -> None:
+        """The runs ``(method, seeds)`` on one fold with their run configs: a tuned method's chosen
+        configuration (``<method>+tuned``) has its config written from its tuning record
+        (``tuned_config``), which needs the ``tune`` job and the configurations' runs."""
         with self.upstream() as prepared:
             self.prepared(dataset, [fold])
-        for method in methods:
+        for method, seeds in runs:
             rule = plan.run_rule(self.config, experiment, method)
             run_config = plan.RUN_CONFIG.format(experiment=experiment, dataset=dataset, method=method)
-            self.add("run_config", run_config, experiment=experiment, dataset=dataset, method=method)
+            base = tuning.base_of_tuned(method)
+            if base is not None and base in plan.tuned_entries(self.config, experiment):
+                with self.upstream() as record:
+                    self.tuning(experiment, dataset, base)
+                self.add("tuned_config", run_config, record, experiment=experiment, dataset=dataset, method=method)
+            else:
+                self.add("run_config", run_config, experiment=experiment, dataset=dataset, method=method)
             for seed in seeds:
                 out = plan.RUN.format(experiment=experiment, dataset=dataset, fold=fold, method=method, seed=seed)
                 self.add(rule, out, [*prepared, run_config], experiment=experiment, dataset=dataset, fold=fold,
                          method=method, seed=seed)
+
+    def tuning(self, experiment: str, dataset: str, method: str) -> None:
+        """The ``tune`` job of one tuned method on ``dataset`` and the configurations' runs it reads."""
+        spec = plan.tune_spec(self.config, experiment, dataset, method)
+        with self.upstream() as runs:
+            self.run_list(experiment, dataset, spec["fold"], [(p["run"], spec["seeds"])
+                                                               for p in spec["methods"][method]["points"]])
+        self.add("tune", plan.TUNING.format(experiment=experiment, dataset=dataset, method=method), runs,
+                 experiment=experiment, dataset=dataset, method=method)
 
     def evaluation(self, name: str, dataset: str) -> None:
         ev = plan.evaluation(self.config, name, dataset)
         for fold in ev.folds:
             with self.upstream() as inputs:
                 with self.upstream() as runs:
-                    self.runs(ev.experiment, dataset, fold, ev.trained, ev.seeds)
+                    self.run_list(ev.experiment, dataset, fold, ev.trained_on(fold))
                 self.selection(name, dataset, fold, runs)
+                if fold == ev.tuning_fold:
+                    for method in ev.tuned:
+                        self.tuning(ev.experiment, dataset, method)
             self.add("evaluate", plan.EVALUATED.format(name=name, dataset=dataset, fold=fold), inputs,
                      name=name, dataset=dataset, fold=fold)
 
@@ -124,8 +148,16 @@ class _Jobs:
         stats = plan.STATS.format(table=table)
         self.add("stats", stats, evaluated, table=table)
         if render:
+            summary = []
+            if table in plan.tuned_tables(self.config):
+                with self.upstream() as defaults:
+                    for dataset in plan.table_datasets(self.config, table):
+                        if plan.tuning_records(self.config, table, dataset):
+                            self.evaluation(table + plan.DEFAULTS_SUFFIX, dataset)
+                summary = [plan.TUNING_SUMMARY.format(table=table)]
+                self.add("tuning_summary", summary[0], [*evaluated, *defaults], table=table)
             for out in plan.table_outputs(self.config, table)[:1]:
-                self.add("table", out, [*evaluated, stats], table=table)
+                self.add("table", out, [*evaluated, stats, *summary], table=table)
             for out in plan.selection_table_outputs(self.config, table)[:1]:
                 self.add("selection_table", out, evaluated, table=table)
 
@@ -179,8 +211,11 @@ class _Jobs:
                 ev = plan.evaluation(self.config, table, dataset)
                 for fold in ev.folds:
                     with self.upstream() as runs:
-                        self.runs(ev.experiment, dataset, fold, ev.trained, ev.seeds)
+                        self.run_list(ev.experiment, dataset, fold, ev.trained_on(fold))
                     self.selection(table, dataset, fold, runs)
+                    if fold == ev.tuning_fold:
+                        for method in ev.tuned:
+                            self.tuning(ev.experiment, dataset, method)
         self.add("computed_table", plan.computed_table_outputs(self.config, name)[0], inputs, table=name)
 
     def freeze(self) -> None:

@@ -85,3 +85,8 @@ def check_losses(config: dict[str, Any], cwd: str | Path | None = None) -> None:
         if problems:
             key, message = problems[0]
             raise ConfigError(f"config key '{where}.params.{key}'{label}: {message}")
+        searched = [path.partition(".")[2] for path, dim in (spec.get("search") or {}).items()
+                    if path.startswith("params.") and dim is not None]
+        for key, message in found.problems(spec["loss"], searched):
+            if key in searched:  # a tuned hyperparameter the loss does not take (bench.config.tuning)
+                raise ConfigError(f"config key '{where}.search.params.{key}'{label}: {message}")

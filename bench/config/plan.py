@@ -24,13 +24,16 @@ validate_config`) first.
 from __future__ import annotations
 
 import copy
+import dataclasses
+import functools
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench import search_space
 from bench.choices import DATASET_CONVENTION
-from bench.config import heatmap, kinds, schema, selection
+from bench.config import heatmap, kinds, schema, selection, tuning
 from bench.config.run import model_type, resolve_section
 from bench.errors import ConfigError
 
@@ -170,8 +173,9 @@ def compare_methods(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
             out[compare_method_name(entry)] = {"loss": entry, "params": {}}
         else:
             spec = {"loss": entry["loss"], "params": dict(entry.get("params", {}))}
-            if "label" in entry:
-                spec["label"] = entry["label"]
+            for key in ("label", "search"):  # search: tuned with the frozen baselines' budget (bench.config.tuning)
+                if key in entry:
+                    spec[key] = copy.deepcopy(entry[key])
             out[entry["name"]] = spec
     return out
 
@@ -189,6 +193,9 @@ def method_spec(config: dict[str, Any], experiment: str, method: str) -> dict[st
         if method in extra:
             return extra[method]
     if method not in config["methods"]:
+        tuned = tuning_method_spec(config, experiment, method)  # a configuration or the chosen one's runs
+        if tuned is not None:
+            return tuned
         points = selection_methods(config)  # grid points (bench.config.selection)
         if method in points:
             return points[method]
@@ -337,6 +344,8 @@ def study_protocol(config: dict[str, Any], protocol: str, dataset: str) -> dict[
     for key in kinds.protocol_kinds():
         if config["protocols"][protocol].get(key):
             out[key] = copy.deepcopy(config["protocols"][protocol][key])
+    if protocol in tuning.tuned_protocols(config):  # the budget, split, seeds and shared space both sides tune with
+        out["tuning"] = tuning_protocol(config, dataset)
     return out
 
 
@@ -355,8 +364,10 @@ FIGURE_FORMATS = ("png", "pdf")
 
 def all_methods(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Every method a run can name: the config's methods, the compared new losses, the
-    recall heatmap's models per (m, k) and the grid points of hyperparameter selection."""
-    return {**config["methods"], **compare_methods(config), **heatmap_methods(config), **selection_methods(config)}
+    recall heatmap's models per (m, k), the grid points of hyperparameter selection and the
+    tuned methods' configurations and chosen-configuration runs (:func:`tuning_methods`)."""
+    return {**config["methods"], **compare_methods(config), **heatmap_methods(config), **selection_methods(config),
+            **tuning_methods(config)}
 
 
 def method_names(config: dict[str, Any], *, kind: str | None = None, rule: str | None = None) -> list[str]:
@@ -457,11 +468,40 @@ class Evaluation:
     list_sizes: list[int]
     #: a method selected on validation -> ``(grid point, method whose runs train it)`` per point
     candidates: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    #: a tuned method -> its configurations' names (each trains under its own name: configuration
+    #: 1 is the method itself), chosen on ``tuning_fold`` with ``tuning_seeds`` (bench.config.tuning)
+    tuned: dict[str, list[str]] = field(default_factory=dict)
+    tuning_fold: str | None = None
+    tuning_seeds: list[int] = field(default_factory=list)
 
-    @property
-    def trained(self) -> list[str]:
-        """The methods whose runs the evaluation needs: a selected method's are its points'."""
-        return _dedupe(run for m in self.methods for _, run in self.candidates.get(m, [(None, m)]))
+    def run_names(self, fold: str) -> list[tuple[str, str | None, str, int]]:
+        """``(method, point, run method, seed)`` of every run the evaluation reads on ``fold``: a
+        selected method's every grid point (``point`` its name); a tuned method's every configuration
+        with the tuning seeds on the tuning fold (``point`` the configuration) and its chosen
+        configuration's runs (``<method>+tuned``, no point) on every other fold and seed; any other
+        method's own runs."""
+        out: list[tuple[str, str | None, str, int]] = []
+        for m in self.methods:
+            if m in self.tuned:
+                on_tuning = fold == self.tuning_fold
+                for s in self.seeds:
+                    if on_tuning and s in self.tuning_seeds:
+                        out += [(m, c, c, s) for c in self.tuned[m]]
+                    else:
+                        out.append((m, None, tuning.tuned_name(m), s))
+                continue
+            for point, run in self.candidates.get(m, [(None, m)]):
+                out += [(m, point, run, s) for s in self.seeds]
+        return out
+
+    def trained_on(self, fold: str) -> list[tuple[str, list[int]]]:
+        """The runs the evaluation needs on ``fold``: ``(run method, seeds)``, each method once."""
+        seeds: dict[str, list[int]] = {}
+        for _, _, run, s in self.run_names(fold):
+            seeds.setdefault(run, [])
+            if s not in seeds[run]:
+                seeds[run].append(s)
+        return list(seeds.items())
 
 
 def evaluation(config: dict[str, Any], name: str, dataset: str) -> Evaluation:
@@ -471,13 +511,19 @@ def evaluation(config: dict[str, Any], name: str, dataset: str) -> Evaluation:
     every run of the protocol stores), so a metric the table does not show (LETOR's P@k) is
     still in its per-query frames."""
     folds = config["datasets"][dataset]["folds"]
+    base = defaults_of(name)
+    if base is not None:  # the tuned methods' defaults on the tuning fold: what tuning bought (tuning_summary)
+        table = evaluation(config, base, dataset)
+        return Evaluation(table.experiment, list(table.tuned), table.tuning_seeds, [tuning_fold(config, dataset)],
+                          table.metrics, table.list_sizes)
     if name in TABLES:
         spec = config["tables"][name]
         graded = _dedupe([*spec["metrics"], *config["protocols"][spec["protocol"]].get("metrics", [])])
         candidates = {base: [(p.name, run) for p, run in pairs]
                       for base, pairs in selection_candidates(config, name, dataset).items()}
-        return Evaluation(spec["protocol"], table_methods(config, name), table_seeds(config, name),
-                          table_folds(config, name, dataset), graded, spec.get("list_sizes", []), candidates)
+        return _tuned(config, Evaluation(spec["protocol"], table_methods(config, name), table_seeds(config, name),
+                                         table_folds(config, name, dataset), graded, spec.get("list_sizes", []),
+                                         candidates), dataset)
     if name == heatmap.FIGURE:
         spec = config["figures"][name]
         seeds = spec.get("seeds") or config["protocols"][spec["protocol"]]["seeds"]
@@ -488,8 +534,8 @@ def evaluation(config: dict[str, Any], name: str, dataset: str) -> Evaluation:
         protocol = config["freeze"]["protocol"]
         experiment, methods = ((protocol, freeze_methods(config)) if name == "freeze"
                                else (COMPARE_EXPERIMENT, list(compare_methods(config))))
-        return Evaluation(experiment, methods, config["protocols"][protocol]["seeds"], folds,
-                          config["freeze"]["metrics"], [])
+        return _tuned(config, Evaluation(experiment, methods, config["protocols"][protocol]["seeds"], folds,
+                                         config["freeze"]["metrics"], []), dataset)
     raise ConfigError(f"no evaluation named {name!r}")
 
 
@@ -502,12 +548,10 @@ def evaluated_runs(config: dict[str, Any], name: str, dataset: str, fold: str) -
 
 def _runs_of(ev: Evaluation, dataset: str, fold: str) -> list[dict[str, Any]]:
     out = []
-    for m in ev.methods:
-        for point, run in ev.candidates.get(m, [(None, m)]):
-            for s in ev.seeds:
-                entry = {"method": m, "seed": s,
-                         "dir": RUN.format(experiment=ev.experiment, dataset=dataset, fold=fold, method=run, seed=s)}
-                out.append({**entry, "point": point} if point is not None else entry)
+    for m, point, run, s in ev.run_names(fold):
+        entry = {"method": m, "seed": s,
+                 "dir": RUN.format(experiment=ev.experiment, dataset=dataset, fold=fold, method=run, seed=s)}
+        out.append({**entry, "point": point} if point is not None else entry)
     return out
 
 
@@ -532,6 +576,7 @@ def dataset_convention(config: dict[str, Any], dataset: str) -> str:
 
 
 def evaluation_convention(config: dict[str, Any], name: str, dataset: str) -> str:
+    name = defaults_of(name) or name  # the tuned defaults are graded as their table
     """The convention evaluation ``name`` (a table, the recall heatmap, freeze, compare) grades
     ``dataset`` by: ``evaluation.convention`` when it names one (it forces every evaluation),
     else the table's (or the heatmap's) own ``convention`` -- a paper's table graded by its
@@ -621,7 +666,19 @@ def table_spec(config: dict[str, Any], table: str) -> dict[str, Any]:
         "note": sinkprop_ranking_note(config, table),
         "protocol": spec["protocol"],
         "choices": table_choices(config, table),
+        "caption_metrics": list(spec.get("caption_metrics") or []),
+        **_table_tuning(config, table),
     }
+
+
+def _table_tuning(config: dict[str, Any], table: str) -> dict[str, Any]:
+    """A tuned table's facts for its caption (:func:`_tuning_caption_facts`) and its methods that
+    the tuning did not tune (nothing to tune, or trained by a protocol section); none otherwise."""
+    facts = _tuning_caption_facts(config, table)
+    if facts is None:
+        return {}
+    tuned = tuned_entries(config, config["tables"][table]["protocol"])
+    return {"tuning": facts, "untuned": [m for m in table_methods(config, table) if m not in tuned]}
 
 
 def _shown(value: Any) -> str:
@@ -781,10 +838,13 @@ def compare_spec(config: dict[str, Any], dataset: str) -> dict[str, Any]:
     """What ``ltr-bench compare-table`` needs: the frozen protocol, metrics, stats, labels, the
     torch threads (platform facts) and what each compared loss is (its ledger record)."""
     labels = {m: s.get("label", m) for m, s in all_methods(config).items()}
+    tuned = tuned_entries(config, COMPARE_EXPERIMENT)
+    budget = tuning.budget(config)
     return {"dataset": dataset, "profile": config["profile"], "metrics": config["freeze"]["metrics"],
             "protocol": study_protocol(config, config["freeze"]["protocol"], dataset),
             "stats": config["stats"], "labels": labels, "threads": config["threads"],
-            "new_specs": {m: {"loss": s["loss"], "params": s["params"], "label": s.get("label", m)}
+            "new_specs": {m: {"loss": s["loss"], "params": s["params"], "label": s.get("label", m),
+                              "budget": budget if m in tuned else 1}
                           for m, s in compare_methods(config).items()}}
 
 
@@ -934,7 +994,7 @@ def computed_table_inputs(config: dict[str, Any], name: str) -> list[str]:
         return [d for ds in study_datasets(config) for d in prepared_folds(config, ds)]
     dataset, runs = _cost_runs(config)
     table = config["computed_tables"][name]["table"]
-    return [f"{r['dir']}/{f}" for r in runs for f in ("run.json", "curve.csv")] + selection_files(config, table, [dataset])
+    return [f"{r['dir']}/{f}" for r in runs for f in ("run.json", "curve.csv")] + table_records(config, table, [dataset])
 
 
 def computed_table_spec(config: dict[str, Any], name: str) -> dict[str, Any]:
@@ -956,7 +1016,7 @@ def computed_table_spec(config: dict[str, Any], name: str) -> dict[str, Any]:
         _, train = protocol_for_dataset(config, config["tables"][table]["protocol"], dataset)
         out.update({"dataset": dataset, "label": config["datasets"][dataset].get("label", dataset),
                     "role": table_roles(config, table).get(dataset), "runs": runs,
-                    "selection": selection_files(config, table, [dataset]),
+                    "selection": table_records(config, table, [dataset]),
                     "methods": method_labels(config, table_methods(config, table)),
                     "batch_size": train["batch_size"], "list_size": train["list_size"]})
     return out
@@ -1114,11 +1174,24 @@ def selection_files(config: dict[str, Any], table: str, datasets: list[str] | No
             for f in table_folds(config, table, ds)]
 
 
+def table_records(config: dict[str, Any], table: str, datasets: list[str] | None = None) -> list[str]:
+    """Every record that says which runs of ``table`` count: its grid selections' and its tuning's."""
+    return selection_files(config, table, datasets) + table_tuning_records(config, table, datasets)
+
+
 def evaluation_selection(config: dict[str, Any], name: str, dataset: str, fold: str) -> list[str]:
     """The selection record an evaluation of ``name`` on one fold keeps the chosen points by."""
     if name not in TABLES or not table_selects(config, name):
         return []
     return [SELECTION.format(table=name, dataset=dataset, fold=fold)]
+
+
+def evaluation_records(config: dict[str, Any], name: str, dataset: str, fold: str) -> list[str]:
+    """Every record an evaluation of ``name`` on one fold keeps the chosen runs by: its table's
+    selection record (:func:`evaluation_selection`) and, on the tuning fold, the tuning record
+    of each tuned method (:func:`tuning_records`)."""
+    tuned = tuning_records(config, name, dataset) if fold == tuning_fold(config, dataset) else []
+    return evaluation_selection(config, name, dataset, fold) + tuned
 
 
 def select_spec(config: dict[str, Any], table: str, dataset: str, fold: str) -> dict[str, Any]:
@@ -1143,10 +1216,16 @@ def select_inputs(config: dict[str, Any], table: str, dataset: str, fold: str) -
             for f in ("run.json", "curve.csv")]
 
 
+def selection_table_inputs(config: dict[str, Any], table: str) -> list[str]:
+    """The records the selection table shows: the grid selections' and the tuning's."""
+    return selection_files(config, table) + table_tuning_records(config, table)
+
+
 def selection_table_outputs(config: dict[str, Any], table: str) -> list[str]:
-    """``reports/tables/<table>_selection.*``: every grid point's validation mean (none: nothing selected)."""
+    """``reports/tables/<table>_selection.*``: every grid point's or configuration's validation mean
+    (none: nothing selected or tuned)."""
     table_outputs(config, table)  # enabled?
-    if not table_selects(config, table):
+    if not table_selects(config, table) and not table_tuning_records(config, table):
         return []
     return [f"reports/tables/{table}{SELECTION_SUFFIX}.{fmt}" for fmt in TABLE_FORMATS]
 
@@ -1174,8 +1253,270 @@ def selection_table_spec(config: dict[str, Any], table: str) -> dict[str, Any]:
                       "stands_for": stands.get(ds, [])} for ds in table_datasets(config, table)],
         "methods": [{"name": m, "label": label, "keys": list(table_selects(config, table)[m]["grid"]),
                      "paper": copy.deepcopy(table_selects(config, table)[m].get("paper") or {})}
-                    for m, label in selection_labels(config, table).items()],
+                    for m, label in selection_labels(config, table).items()] + _tuned_rows(config, table),
+        "tuning": _tuning_caption_facts(config, table),
     }
+
+
+def _tuned_rows(config: dict[str, Any], table: str) -> list[dict[str, Any]]:
+    """The selection table's tuned methods: each with its searched keys (its space's paths)."""
+    experiment = config["tables"][table]["protocol"]
+    entries = tuned_entries(config, experiment)
+    labels = {m["name"]: m["label"] for m in method_labels(config, table_methods(config, table))}
+    return [{"name": m, "label": labels[m], "keys": list(tuning.method_space(config, *entries[m])), "paper": {},
+             "tuned": True}
+            for m in table_methods(config, table) if m in entries]
+
+
+def _tuning_caption_facts(config: dict[str, Any], table: str) -> dict[str, Any] | None:
+    """The tuning facts a tuned table's captions state: budget, sampler seed, split, seeds, shared space."""
+    if not table_tuning_records(config, table):
+        return None
+    protocol = config["tables"][table]["protocol"]
+    sec = tuning.section(config)
+    return {"budget": tuning.budget(config), "seed": int(sec.get("seed") or 0),
+            "folds": {ds: tuning_fold(config, ds) for ds in table_datasets(config, table)},
+            "seeds": tuning_seeds(config, protocol),
+            "space": {kind: tuning.describe_space({p: search_space.parse(d, f"tuning.space.{kind}.{p}")
+                                                  for p, d in dims.items()})
+                      for kind, dims in (sec.get("space") or {}).items()}}
+
+
+# ----------------------------------------------------------------------------- equal-budget tuning (issue 40)
+# bench.config.tuning: the budget, the search spaces and the configurations; here: which methods
+# an experiment tunes, the runs each evaluation reads, and what the `tune`, `tuned_config` and
+# `tuning_summary` jobs are given
+
+TUNING = "results/tuning/{experiment}/{dataset}/{method}.json"
+TUNING_SUMMARY = "results/tuning/{table}.parquet"
+DEFAULTS_SUFFIX = "+default"  # results/evaluated/<table>+default/...: the tuned methods' defaults (configuration 1)
+
+
+def defaults_of(name: str) -> str | None:
+    """The table whose tuned methods' defaults evaluation ``name`` is (``<table>+default``), else None.
+
+    >>> defaults_of("unified_table+default"), defaults_of("unified_table")
+    ('unified_table', None)
+    """
+    base = name[: -len(DEFAULTS_SUFFIX)] if name.endswith(DEFAULTS_SUFFIX) else None
+    return base if base in TABLES else None
+
+
+def tuning_fold(config: dict[str, Any], dataset: str) -> str:
+    """The fold whose validation split tunes on ``dataset``: ``tuning.fold``, else its first fold."""
+    return tuning.section(config).get("fold") or config["datasets"][dataset]["folds"][0]
+
+
+def tuning_seeds(config: dict[str, Any], protocol: str) -> list[int]:
+    """The seeds each configuration trains with on the tuning fold: ``tuning.seeds``, else the protocol's."""
+    return list(tuning.section(config).get("seeds") or config["protocols"][protocol]["seeds"])
+
+
+def tuning_protocol(config: dict[str, Any], dataset: str) -> dict[str, Any]:
+    """What every side of a tuned comparison shares (the frozen protocol's ``tuning``): the budget,
+    the sampler and its seed, the split and seeds that choose, and the shared dimensions."""
+    sec = tuning.section(config)
+    return {"budget": tuning.budget(config), "seed": int(sec.get("seed") or 0), "fold": tuning_fold(config, dataset),
+            "seeds": sec.get("seeds"), "sampler": "scipy.stats.qmc.Halton(scramble=True), configuration 1 the default",
+            "space": copy.deepcopy(sec.get("space") or {})}
+
+
+def tuned_entries(config: dict[str, Any], experiment: str) -> dict[str, tuple[dict[str, Any], str]]:
+    """The methods ``experiment`` tunes, each with its entry and config key: under a tuned
+    protocol, the methods its enabled tables and the frozen baselines train (not those a protocol
+    section trains, nor those with nothing to tune); under ``compare``, the new losses given a
+    ``search`` when the frozen protocol is tuned."""
+    protocol = experiment_protocol(config, experiment)
+    if protocol not in tuning.tuned_protocols(config) or tuning.budget(config) < 2:
+        return {}
+    if experiment == COMPARE_EXPERIMENT:
+        names = [(compare_method_name(e), f"compare.losses.{i}") for i, e in enumerate(config["compare"]["losses"])]
+        specs = compare_methods(config)
+        entries = {name: (specs[name], where) for name, where in names if "search" in specs[name]}
+    else:
+        names = [m for t in enabled_tables(config) if config["tables"][t]["protocol"] == protocol
+                 for m in table_methods(config, t)]
+        if config.get("freeze", {}).get("protocol") == protocol:
+            names += freeze_methods(config)
+        entries = {m: (config["methods"][m], f"methods.{m}") for m in _dedupe(names)}
+    sectioned = {m for key in kinds.protocol_kinds() for m in (config["protocols"][protocol].get(key) or {})
+                 .get("methods", [])}
+    return {m: (entry, where) for m, (entry, where) in entries.items()
+            if m not in sectioned and len(tuning_configurations(config, m, entry, where)) > 1}
+
+
+def tuning_configurations(config: dict[str, Any], method: str, entry: dict[str, Any],
+                          where: str | None = None) -> list[tuning.Configuration]:
+    """:func:`bench.config.tuning.configurations`, drawn once per process and (tuning section, method, entry)."""
+    # not key-sorted: a space's dimensions are drawn in the order the config and registry declare them
+    key = json.dumps([tuning.section(config), entry], default=str)
+    return list(_configurations(key, method, where))
+
+
+@functools.lru_cache(maxsize=4096)
+def _configurations(key: str, method: str, where: str | None) -> tuple[tuning.Configuration, ...]:
+    section, entry = json.loads(key)
+    return tuple(tuning.configurations({"tuning": section}, method, entry, where))
+
+
+def _tuned(config: dict[str, Any], ev: Evaluation, dataset: str) -> Evaluation:
+    """``ev`` with its tuned methods' configurations, tuning fold and seeds filled in."""
+    entries = tuned_entries(config, ev.experiment)
+    tuned = {m: [c.name for c in tuning_configurations(config, m, *entries[m])] for m in ev.methods if m in entries}
+    if not tuned:
+        return ev
+    return dataclasses.replace(ev, tuned=tuned, tuning_fold=tuning_fold(config, dataset),
+                               tuning_seeds=tuning_seeds(config, experiment_protocol(config, ev.experiment)))
+
+
+def tuning_methods(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every run name tuning adds, as a method entry: each tuned method's configurations 2..B
+    (``<method>+cfg<i>``) and its chosen configuration's runs (``<method>+tuned``, the method's
+    entry: the configuration is read from the tuning record when its run config is written)."""
+    out: dict[str, dict[str, Any]] = {}
+    for experiment in tuning_experiments(config):
+        for m, (entry, where) in tuned_entries(config, experiment).items():
+            for c in tuning_configurations(config, m, entry, where)[1:]:
+                out[c.name] = tuning.configuration_spec(entry, c)
+            out[tuning.tuned_name(m)] = {k: copy.deepcopy(v) for k, v in entry.items() if k != "search"}
+    return out
+
+
+def tuning_experiments(config: dict[str, Any]) -> list[str]:
+    """The experiments that may tune: the tuned protocols, and ``compare`` when it has losses."""
+    out = [p for p in tuning.tuned_protocols(config) if p in config["protocols"]]
+    if config.get("compare", {}).get("losses") and "freeze" in config:
+        out.append(COMPARE_EXPERIMENT)
+    return out
+
+
+def tuned_method_names(config: dict[str, Any]) -> list[str]:
+    """Every tuned method of every experiment, sorted (the ``tune`` rule's wildcard constraint)."""
+    return sorted({m for experiment in tuning_experiments(config) for m in tuned_entries(config, experiment)})
+
+
+def tuning_method_spec(config: dict[str, Any], experiment: str, method: str) -> dict[str, Any] | None:
+    """The entry of a tuning run name of ``experiment`` (a configuration or ``<method>+tuned``), else None."""
+    if experiment not in config["protocols"] and experiment != COMPARE_EXPERIMENT:
+        return None
+    parsed = tuning.parse_name(method)
+    base = parsed[0] if parsed else tuning.base_of_tuned(method)
+    entries = tuned_entries(config, experiment) if base else {}
+    if base not in entries:
+        return None
+    entry, where = entries[base]
+    if parsed is None:
+        return {k: copy.deepcopy(v) for k, v in entry.items() if k != "search"}
+    configs = tuning_configurations(config, base, entry, where)
+    if not 1 < parsed[1] <= len(configs):
+        return None
+    return tuning.configuration_spec(entry, configs[parsed[1] - 1])
+
+
+def tuning_records(config: dict[str, Any], name: str, dataset: str) -> list[str]:
+    """The tuning records evaluation ``name`` on ``dataset`` keeps its tuned methods' chosen configurations by."""
+    ev = evaluation(config, name, dataset)
+    return [TUNING.format(experiment=ev.experiment, dataset=dataset, method=m) for m in ev.tuned]
+
+
+def table_tuning_records(config: dict[str, Any], table: str, datasets: list[str] | None = None) -> list[str]:
+    """Every tuning record of ``table`` (its tuned methods on each dataset; none: nothing tuned)."""
+    return [r for ds in datasets or table_datasets(config, table) for r in tuning_records(config, table, ds)]
+
+
+def _default_settings(config: dict[str, Any], protocol: str, dataset: str, entry: dict[str, Any],
+                      paths: list[str]) -> dict[str, Any]:
+    """Configuration 1's value of each searched key path where the config states it (the entry's
+    own, the protocol's ``train``/``model``); a loss's signature default is shown as None."""
+    eff = effective_entry(config, protocol, dataset, {k: v for k, v in entry.items() if k != "search"})
+    out = {}
+    for path in paths:
+        head, _, key = path.partition(".")
+        node = eff.get(head) if key else eff.get(path)
+        out[path] = node.get(key) if key and isinstance(node, dict) else (node if not key else None)
+    return out
+
+
+def tune_spec(config: dict[str, Any], experiment: str, dataset: str, method: str) -> dict[str, Any]:
+    """What ``ltr-bench tune`` compares for one tuned method on one dataset: every configuration
+    with its settings and its runs on the tuning fold (one per tuning seed), the metric, the
+    budget and the space (written into the record)."""
+    entries = tuned_entries(config, experiment)
+    if method not in entries:
+        raise ConfigError(f"method {method!r} is not tuned under {experiment!r} (config key 'tuning.protocols')")
+    entry, where = entries[method]
+    protocol = experiment_protocol(config, experiment)
+    fold, seeds = tuning_fold(config, dataset), tuning_seeds(config, protocol)
+    configs = tuning_configurations(config, method, entry, where)
+    space = tuning.method_space(config, entry, where)
+    eff = effective_entry(config, protocol, dataset, {k: v for k, v in entry.items() if k != "search"})
+    metric = eff["train"]["early_stopping_metric"] if "loss" in eff else eff["early_stopping_metric"]
+    points = []
+    for c in configs:
+        settings = c.values if c.index > 1 else _default_settings(config, protocol, dataset, entry, list(space))
+        points.append({"name": c.name, "label": c.label, "settings": settings, "run": c.name,
+                       "dirs": [RUN.format(experiment=experiment, dataset=dataset, fold=fold, method=c.name, seed=s)
+                                for s in seeds]})
+    return {"experiment": experiment, "dataset": dataset, "fold": fold, "seeds": seeds,
+            "tuning": {**tuning_protocol(config, dataset), "method_space": {p: d.as_config() for p, d in space.items()},
+                       "space_text": tuning.describe_space(space)},
+            "methods": {method: {"metric": metric, "points": points}}}
+
+
+def tune_inputs(config: dict[str, Any], experiment: str, dataset: str, method: str) -> list[str]:
+    """The run records ``ltr-bench tune`` reads: every configuration's ``run.json`` and ``curve.csv``."""
+    spec = tune_spec(config, experiment, dataset, method)
+    return [f"{d}/{f}" for p in spec["methods"][method]["points"] for d in p["dirs"] for f in ("run.json", "curve.csv")]
+
+
+def tuned_config_spec(config: dict[str, Any], experiment: str, dataset: str, method: str) -> dict[str, Any]:
+    """What ``ltr-bench tuned-config`` writes ``<method>+tuned``'s run config from: the tuning
+    record, and the run config of each configuration (its method renamed ``<method>+tuned``)."""
+    base = tuning.base_of_tuned(method)
+    if base is None or base not in tuned_entries(config, experiment):
+        raise ConfigError(f"{method!r} is no tuned method's chosen configuration under {experiment!r}")
+    entry, where = tuned_entries(config, experiment)[base]
+    configs = {}
+    for c in tuning_configurations(config, base, entry, where):
+        run = run_config(config, experiment, dataset, c.name)
+        run["methods"] = {method: run["methods"][c.name]}
+        configs[c.name] = run
+    return {"record": TUNING.format(experiment=experiment, dataset=dataset, method=base), "method": base,
+            "configs": configs}
+
+
+def tuned_tables(config: dict[str, Any]) -> list[str]:
+    """The enabled tables with a tuned method on some dataset."""
+    return [t for t in enabled_tables(config) if table_tuning_records(config, t)]
+
+
+def tuning_summary_inputs(config: dict[str, Any], table: str) -> list[str]:
+    """What ``ltr-bench tuning-summary`` reads: the tuning records, the table's evaluated frames of
+    the tuning folds (the chosen configurations' test values) and the defaults' frames."""
+    out = []
+    for ds in table_datasets(config, table):
+        if not tuning_records(config, table, ds):
+            continue
+        fold = tuning_fold(config, ds)
+        out += tuning_records(config, table, ds)
+        out += [EVALUATED.format(name=table, dataset=ds, fold=fold),
+                EVALUATED.format(name=table + DEFAULTS_SUFFIX, dataset=ds, fold=fold)]
+    return out
+
+
+def tuning_summary_spec(config: dict[str, Any], table: str) -> dict[str, Any]:
+    """``ltr-bench tuning-summary``'s spec: per dataset its records and frames, the metrics."""
+    datasets = []
+    for ds in table_datasets(config, table):
+        records = tuning_records(config, table, ds)
+        if not records:
+            continue
+        fold = tuning_fold(config, ds)
+        datasets.append({"dataset": ds, "fold": fold, "records": records,
+                         "chosen": EVALUATED.format(name=table, dataset=ds, fold=fold),
+                         "defaults": EVALUATED.format(name=table + DEFAULTS_SUFFIX, dataset=ds, fold=fold),
+                         "seeds": evaluation(config, table, ds).tuning_seeds})
+    return {"table": table, "metrics": config["tables"][table]["metrics"], "datasets": datasets}
 
 
 # ----------------------------------------------------------------------------- quality against cost (issue 35)
@@ -1190,7 +1531,7 @@ def quality_cost_inputs(config: dict[str, Any]) -> list[str]:
     dataset, runs = _table_runs(config, "figures.quality_cost_figure")
     table = config["figures"]["quality_cost_figure"]["table"]
     return [STATS.format(table=table), *[f"{r['dir']}/run.json" for r in runs],
-            *selection_files(config, table, [dataset])]
+            *table_records(config, table, [dataset])]
 
 
 def quality_cost_spec(config: dict[str, Any]) -> dict[str, Any]:
@@ -1203,7 +1544,7 @@ def quality_cost_spec(config: dict[str, Any]) -> dict[str, Any]:
                           f"table {table} ({config['tables'][table]['metrics']})")
     methods = all_methods(config)
     return {"table": table, "dataset": dataset, "metric": spec["metric"], "runs": runs,
-            "selection": selection_files(config, table, [dataset]),
+            "selection": table_records(config, table, [dataset]),
             "methods": [{**m, "kind": method_kind(methods[m["name"]])}
                         for m in method_labels(config, table_methods(config, table))]}
 

@@ -29,8 +29,9 @@ from typing import Any
 import jsonschema
 import yaml
 
+from bench import search_space
 from bench.choices import DATASET_CONVENTION, STABLE_TIES_CONVENTIONS
-from bench.config import heatmap, kinds, schema, selection
+from bench.config import heatmap, kinds, plan, schema, selection, tuning
 from bench.config.losses import check_losses
 from bench.config.plan import (
     compare_method_name,
@@ -364,6 +365,43 @@ def check_selections(config: dict[str, Any]) -> None:
                                       "them the other's metric")
 
 
+def check_tuning(config: dict[str, Any]) -> None:
+    """The ``tuning`` section and the ``search`` keys: the tuned protocols exist, the tuning fold is
+    a fold of every dataset a tuned protocol trains on, the shared dimensions parse, a linear
+    method has no ``search`` (least squares picks its penalty itself), a tuned protocol's table
+    does not also select on a grid, and every tuned method's space is one its kind may set with
+    every drawn configuration a valid method entry (:func:`bench.config.tuning.check_space`); a
+    configuration's name is no catalogue method's."""
+    section = tuning.section(config)
+    for i, name in enumerate(section.get("protocols") or []):
+        _require(config["protocols"], name, f"tuning.protocols.{i}", "protocol")
+    for kind, dims in (section.get("space") or {}).items():
+        for path, dim in dims.items():
+            search_space.parse(dim, f"tuning.space.{kind}.{path}")
+    for name, entry in config["methods"].items():
+        if entry.get("search") and method_kind(entry) == "linear":
+            raise ConfigError(f"config key 'methods.{name}.search': a least-squares method has nothing to tune "
+                              "(it chooses its ridge penalty from `penalties` on validation)")
+    for table, spec in config.get("tables", {}).items():
+        if spec["protocol"] in tuning.tuned_protocols(config) and table_selects(config, table):
+            raise ConfigError(f"config key 'tables.{table}.select': the table's protocol '{spec['protocol']}' is tuned "
+                              "(tuning.protocols); a tuned method is not also selected on a grid")
+    for experiment in plan.tuning_experiments(config):
+        for name, (entry, where) in plan.tuned_entries(config, experiment).items():
+            for c in tuning.check_space(config, name, entry, where)[1:]:
+                if c.name in config["methods"]:
+                    raise ConfigError(f"config key '{where}': its configuration '{c.name}' has the name of a method "
+                                      "of the catalogue; rename that method")
+    fold = section.get("fold")
+    if fold:
+        for experiment in plan.tuning_experiments(config):
+            protocol = plan.experiment_protocol(config, experiment)
+            for t in plan.enabled_tables(config):
+                if config["tables"][t]["protocol"] == protocol:
+                    for ds in table_datasets(config, t):
+                        _require(config["datasets"][ds]["folds"], fold, "tuning.fold", f"fold of dataset {ds}")
+
+
 def check_references(config: dict[str, Any]) -> None:
     """Every protocol, method, dataset and role a table/figure/freeze names must exist."""
     datasets, protocols, methods = config["datasets"], config["protocols"], config["methods"]
@@ -405,6 +443,7 @@ def check_references(config: dict[str, Any]) -> None:
             _require(methods, name, f"{where}.methods.{i}", "method")
     check_recall_heatmap(config)
     check_selections(config)
+    check_tuning(config)
     lsf = config.get("figures", {}).get("listsize_figure")
     if lsf and lsf.get("enabled", True):
         _require(config.get("tables", {}), lsf["table"], "figures.listsize_figure.table", "table")

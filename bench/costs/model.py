@@ -475,6 +475,8 @@ COST_MODELS: dict[str, Callable[[Context, Job], Projection]] = {
     **dict.fromkeys(("computed_table", "toy_sort"), process),
     # issue 32: the choice of a grid point (reads run.json records) and the selection table
     **dict.fromkeys(("select", "selection_table"), process),
+    # issue 40: the choice of a tuned configuration (run.json records) and a tuned table's summary
+    **dict.fromkeys(("tune", "tuned_config", "tuning_summary"), process),
     "perf_scaling": perf_scaling,
     # issue 35: the quality-cost figure's table, from a statistics table and its runs' records
     "quality_cost": process,

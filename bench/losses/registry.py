@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.losses.hyperparameters import LossSignature, from_callable
+from bench.search_space import Dimension, log_uniform
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,13 @@ class LossInfo:
     ``estimated_gradient``: the gradient is an unbiased estimate of the gradient of the value's
     expectation over the draws, not the derivative of the value (PL-Rank: the sampled metric
     is flat between rankings), so finite differences of one call cannot check it.
+    ``search``: the loss's own tunable hyperparameters, name -> :class:`bench.search_space.Dimension`
+    (the range a study's tuning stage draws from, :mod:`bench.config.tuning`; the learning rate,
+    dropout and every other setting a protocol shares are the study config's ``tuning.space``).
+    Empty: the loss has nothing of its own to tune (ListNet, Softmax, ListMLE, RMSE), or what it
+    has is a cut-off or a cost that defines the loss rather than tunes it (``k``, ``m``, sample
+    counts). Temperatures and sharpness parameters span two decades around the default, so the
+    default sits inside every range.
     ``outputs``: what the scorer hands the loss. ``"scores"`` (every loss but one): one score
     per item, ``scores [B, L]``, the common signature below. ``"grade_logits"``: one logit per
     label grade, ``scores [B, L, C]`` with ``C`` the loss's ``grades`` hyperparameter; the
@@ -63,39 +71,46 @@ class LossInfo:
     stochastic: bool = False
     outputs: str = "scores"
     estimated_gradient: bool = False
+    search: Mapping[str, Dimension] = field(default_factory=dict)
 
 
 def _entry(name: str, target: str, **kw: Any) -> tuple[str, LossInfo]:
     return name, LossInfo(name, target, **kw)
 
 
+# the ranges the tuning stage draws a loss's own hyperparameters from (LossInfo.search)
+TAU = {"tau": log_uniform(0.1, 10.0)}  # a relaxation's temperature (defaults 1 and 5)
+SIGMA = {"sigma": log_uniform(0.1, 10.0)}  # a pairwise logistic's steepness (default 1)
+ALPHA = {"alpha": log_uniform(1.0, 100.0)}  # ApproxNDCG's rank-sigmoid sharpness (default 10)
+
+
 BUILTIN: dict[str, LossInfo] = dict(
     [
-        _entry("pirank_ndcg", "bench.losses.pirank:pirank_ndcg", relaxed={"straight_through": False}),
-        _entry("pirank_arp", "bench.losses.pirank:pirank_arp", relaxed={"straight_through": False}),
-        _entry("neuralndcg", "bench.losses.neuralndcg:neuralndcg"),
-        _entry("neuralndcg_transposed", "bench.losses.neuralndcg:neuralndcg_transposed"),
-        _entry("sinkprop", "bench.losses.sinkprop:sinkprop"),
-        _entry("arf", "bench.losses.arf:ARFLoss"),
-        _entry("arf_relax", "bench.losses.arf:arf_relax"),
-        _entry("approxndcg", "bench.losses.approxndcg:approxndcg"),
-        _entry("lambdaloss", "bench.losses.lambdaloss:lambdaloss"),
-        _entry("lambda_recall", "bench.losses.lambdaloss:lambda_recall"),
-        _entry("lambda_opa", "bench.losses.lambdaloss:lambda_opa"),
-        _entry("ranknet", "bench.losses.ranknet:ranknet"),
+        _entry("pirank_ndcg", "bench.losses.pirank:pirank_ndcg", relaxed={"straight_through": False}, search=TAU),
+        _entry("pirank_arp", "bench.losses.pirank:pirank_arp", relaxed={"straight_through": False}, search=TAU),
+        _entry("neuralndcg", "bench.losses.neuralndcg:neuralndcg", search=TAU),
+        _entry("neuralndcg_transposed", "bench.losses.neuralndcg:neuralndcg_transposed", search=TAU),
+        _entry("sinkprop", "bench.losses.sinkprop:sinkprop", search=SIGMA),
+        _entry("arf", "bench.losses.arf:ARFLoss", search={**TAU, "alpha": log_uniform(0.1, 10.0)}),
+        _entry("arf_relax", "bench.losses.arf:arf_relax", search=TAU),
+        _entry("approxndcg", "bench.losses.approxndcg:approxndcg", search=ALPHA),
+        _entry("lambdaloss", "bench.losses.lambdaloss:lambdaloss", search={**SIGMA, "mu": log_uniform(1.0, 100.0)}),
+        _entry("lambda_recall", "bench.losses.lambdaloss:lambda_recall", search=SIGMA),
+        _entry("lambda_opa", "bench.losses.lambdaloss:lambda_opa", search=SIGMA),
+        _entry("ranknet", "bench.losses.ranknet:ranknet", search=SIGMA),
         _entry("listnet", "bench.losses.listwise:listnet"),
-        _entry("neuralsort_ce", "bench.losses.neuralsort_ce:neuralsort_ce"),
+        _entry("neuralsort_ce", "bench.losses.neuralsort_ce:neuralsort_ce", search=TAU),
         _entry("softmax", "bench.losses.listwise:softmax"),
         _entry("listmle", "bench.losses.listwise:listmle", stochastic=True),
         _entry("rmse", "bench.losses.listwise:rmse"),
-        _entry("softrank_ndcg", "bench.losses.softrank:softrank_ndcg"),
-        _entry("softrank_spearman", "bench.losses.softrank:softrank_spearman"),
-        _entry("softsort_ndcg", "bench.losses.relaxed_ndcg:softsort_ndcg"),
-        _entry("diffsort_ndcg", "bench.losses.relaxed_ndcg:diffsort_ndcg"),
+        _entry("softrank_ndcg", "bench.losses.softrank:softrank_ndcg", search={"epsilon": log_uniform(0.1, 10.0)}),
+        _entry("softrank_spearman", "bench.losses.softrank:softrank_spearman", search={"epsilon": log_uniform(0.1, 10.0)}),
+        _entry("softsort_ndcg", "bench.losses.relaxed_ndcg:softsort_ndcg", search=TAU),
+        _entry("diffsort_ndcg", "bench.losses.relaxed_ndcg:diffsort_ndcg", search={"steepness": log_uniform(1.0, 100.0)}),
         _entry("softmax_pointwise", "bench.losses.grades:softmax_pointwise", outputs="grade_logits"),
         _entry("plrank_ndcg", "bench.losses.plackett_luce:plrank_ndcg", stochastic=True, estimated_gradient=True),
-        _entry("gumbel_approxndcg", "bench.losses.gumbel:gumbel_approxndcg", stochastic=True),
-        _entry("gumbel_neuralsort_ce", "bench.losses.gumbel:gumbel_neuralsort_ce", stochastic=True),
+        _entry("gumbel_approxndcg", "bench.losses.gumbel:gumbel_approxndcg", stochastic=True, search=ALPHA),
+        _entry("gumbel_neuralsort_ce", "bench.losses.gumbel:gumbel_neuralsort_ce", stochastic=True, search=TAU),
     ]
 )
 

@@ -77,7 +77,8 @@ def _cli_table(args) -> int:
         spec["selected"] = caption_sentence([read_record(p) for p in args.selection], spec)
     stats = read_frame(args.stats)
     paper = load_paper_numbers(args.paper_numbers) if args.paper_numbers else load_paper_numbers()
-    _write_table(build_table(stats, spec, paper), args.md, args.tex, args.html)
+    tuning = read_frame(args.tuning) if args.tuning else None  # a tuned table's summary (ltr-bench tuning-summary)
+    _write_table(build_table(stats, spec, paper, tuning), args.md, args.tex, args.html)
     return 0
 
 
@@ -183,6 +184,7 @@ def compare_stats(frozen_dir: str | Path, new: pd.DataFrame, spec: dict[str, Any
     """Verified frozen baselines + the new losses -> :func:`bench.stats.versus` and
     :func:`bench.stats.significance` tables (:mod:`bench.report.compare` renders them)."""
     from bench import frozen as fz
+    from bench.report.compare import confidence
     from bench.stats import VERSUS_COLUMNS, significance, versus
 
     manifest = fz.check_frozen(frozen_dir, spec["protocol"], fingerprints)
@@ -201,10 +203,14 @@ def compare_stats(frozen_dir: str | Path, new: pd.DataFrame, spec: dict[str, Any
     options = {k: v for k, v in spec.get("stats", {}).items() if k in ("test", "correction", "alpha", "n_boot", "seed")}
     new_methods = list(dict.fromkeys(new["method"]))
     frozen_methods = list(manifest["methods"])
-    pairs = (versus(per_query, metrics, new_methods, family="new losses", **options) if len(new_methods) > 1
-             else pd.DataFrame(columns=list(VERSUS_COLUMNS)))
-    return Compared(versus(per_query, metrics, new_methods, frozen_methods, family="baselines", **options), pairs,
-                    significance(per_query, metrics, **options), manifest, new_methods)
+    # CIs as simultaneous as the p-values are adjusted (bench.report.compare.confidence)
+    alpha, holm = float(options.get("alpha", 0.05)), options.get("correction", "holm") == "holm"
+    n_pairs = len(new_methods) * (len(new_methods) - 1) // 2
+    pairs = (versus(per_query, metrics, new_methods, family="new losses", confidence=confidence(alpha, n_pairs, holm),
+                    **options) if len(new_methods) > 1 else pd.DataFrame(columns=list(VERSUS_COLUMNS)))
+    against = versus(per_query, metrics, new_methods, frozen_methods, family="baselines",
+                     confidence=confidence(alpha, len(frozen_methods), holm), **options)
+    return Compared(against, pairs, significance(per_query, metrics, **options), manifest, new_methods)
 
 
 def _cli_compare(args) -> int:
@@ -215,6 +221,9 @@ def _cli_compare(args) -> int:
     spec = _spec(args.spec)
     current = read_frames(args.new)
     spec["protocol_hash"] = protocol_hash(spec["protocol"])
+    for path in args.tuning or []:  # a tuned new loss's chosen configuration, kept in its ledger record
+        (method, entry), = read_record(path)["methods"].items()
+        spec.setdefault("new_specs", {}).setdefault(method, {})["chosen_label"] = entry["chosen_label"]
     earlier, records, left_out = C.read_ledger(args.ledger, spec["protocol_hash"], list(pd.unique(current["method"])))
     labels = {**{m: r["label"] for m, r in records.items()}, **spec.get("labels", {})}
     spec["labels"] = labels
@@ -231,9 +240,10 @@ def _cli_compare(args) -> int:
     manifest_sha = fz.file_sha256(Path(args.frozen) / fz.MANIFEST)
     provenance = C.provenance_sentences(done.manifest, here, record, manifest_sha, differences)
     new_methods = sorted(done.new, key=lambda m: labels.get(m, m))
+    ledger = {**records, **{m: {"budget": 1, **s} for m, s in spec.get("new_specs", {}).items()}}
     table = C.page(done.baselines, done.pairs, done.marks, spec, new=new_methods, baselines=list(done.manifest["methods"]),
                    provenance=provenance, record=record if record and record.get("manifest_sha256") == manifest_sha else None,
-                   left_out=left_out)
+                   left_out=left_out, manifest=done.manifest, ledger=ledger)
     if args.stats_out:
         write_frame(pd.concat([done.baselines, done.pairs], ignore_index=True), args.stats_out)
     C.write_ledger(args.ledger, current, spec.get("new_specs", {}), spec["protocol_hash"])
@@ -257,6 +267,8 @@ def register_cli(subparsers) -> None:
     t.add_argument("--spec", required=True, help="table spec as JSON (built by the workflow)")
     t.add_argument("--selection", nargs="*", default=[],
                    help="selection records (ltr-bench select) whose chosen points the caption names")
+    t.add_argument("--tuning", default=None,
+                   help="a tuned table's summary (ltr-bench tuning-summary): its Tuning blocks and caption")
     _table_outputs(t)
     t.set_defaults(func=_cli_table)
     s = subparsers.add_parser("selection-table", help="render a table's hyperparameter selection (every grid point)")
@@ -300,6 +312,7 @@ def register_cli(subparsers) -> None:
     c.add_argument("--stats-out", help="also write the page's statistics (bench.stats.versus rows) here (parquet)")
     c.add_argument("--ledger", required=True, help="results/compare/<dataset>/losses: every loss compared on the dataset")
     c.add_argument("--reproduced", help="the default study's record of re-running the baselines here, if any")
+    c.add_argument("--tuning", nargs="*", default=[], help="the tuned new losses' tuning records (ltr-bench tune)")
     c.add_argument("--md")
     c.add_argument("--tex")
     c.add_argument("--html")

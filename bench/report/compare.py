@@ -79,7 +79,8 @@ def write_ledger(ledger: str | Path, new: pd.DataFrame, specs: dict[str, dict[st
         spec = specs.get(str(method), {})
         write_frame(frame.reset_index(drop=True), Path(ledger) / f"{method}.parquet")
         record = {"method": str(method), "label": spec.get("label", str(method)), "loss": spec.get("loss"),
-                  "params": spec.get("params", {}), "protocol_hash": protocol_hash, "compared_at": stamp}
+                  "params": spec.get("params", {}), "protocol_hash": protocol_hash, "compared_at": stamp,
+                  "budget": spec.get("budget", 1), "chosen_label": spec.get("chosen_label", "default (not tuned)")}
         write_files({Path(ledger) / f"{method}.json": (json.dumps(record, indent=2, sort_keys=True) + "\n").encode()})
 
 
@@ -118,9 +119,36 @@ def _row(row: dict[str, Any], first: str, several: bool, *, ref_mean: bool = Tru
     return cells
 
 
+def confidence(alpha: float, family: int, simultaneous: bool) -> float:
+    """The level of each CI of a family of ``family`` comparisons: Bonferroni's 1 - alpha/family
+    when the p-values are adjusted for multiplicity (so the family's intervals hold together at
+    1 - alpha, as the adjusted p-values do), else 1 - alpha.
+
+    >>> confidence(0.05, 10, True), confidence(0.05, 10, False), confidence(0.05, 1, True)
+    (0.995, 0.95, 0.95)
+    """
+    return 1 - alpha / max(family, 1) if simultaneous else 1 - alpha
+
+
+def _ci_sentence(stats: dict[str, Any], n_baselines: int, n_new: int) -> str:
+    """What the CI column is: simultaneous (Bonferroni) intervals when the p-values are Holm-adjusted."""
+    boot = f"paired percentile bootstrap over queries ({stats['n_boot']} resamples)"
+    if stats["correction"] != "holm":
+        return f"its {1 - stats['alpha']:.0%} CI: {boot}."
+    level = confidence(stats["alpha"], n_baselines, True)
+    pairs = n_new * (n_new - 1) // 2
+    also = (f"; the new losses' pairs at {confidence(stats['alpha'], pairs, True):.2%}" if pairs > 1 else "")
+    return (f"its CI is simultaneous over the {n_baselines} baselines of each new loss and metric: each interval at "
+            f"{level:.2%} = 1 − {stats['alpha']}/{n_baselines} (Bonferroni{also}), so the family holds at "
+            f"{1 - stats['alpha']:.0%} together, as its Holm-adjusted p-values do; a {boot}. An interval that "
+            "excludes 0 is a Bonferroni-significant difference; Holm's step-down p can also flag one whose interval "
+            "touches 0, and near alpha the bootstrap interval and the t-test's p can disagree.")
+
+
 def versus_blocks(baselines: pd.DataFrame, pairs: pd.DataFrame, metrics: list[str], new: list[str],
-                  labels: dict[str, str], several: bool) -> list[Block]:
+                  labels: dict[str, str], several: bool, *, simultaneous: bool = False) -> list[Block]:
     """Blocks 1 and 2 of the module docstring."""
+    ci = "simultaneous CI of Δ" if simultaneous else "95 % CI of Δ"
     blocks = []
     for metric in metrics:
         for method in new:
@@ -132,16 +160,57 @@ def versus_blocks(baselines: pd.DataFrame, pairs: pd.DataFrame, metrics: list[st
             title = (f"{metric_label(metric)}: {labels.get(method, method)} (new, "
                      f"{_mean(head['mean'], head['std_over_seeds'], metric, several)}) vs each frozen baseline")
             header = ["Baseline (strongest first)", "mean ± std" if several else "mean", "Δ new − baseline",
-                      "95 % CI of Δ", "p (Holm)", "W / T / L"]
+                      ci, "p (Holm)", "W / T / L"]
             blocks.append(Block(title, header, [_row(r, labels.get(r["reference"], r["reference"]), several)
                                                 for r in rows.to_dict("records")]))
         rows = pairs[pairs.metric == metric] if not pairs.empty else pairs
         if len(rows):
-            header = ["New loss vs new loss", "Δ first − second", "95 % CI of Δ", "p (Holm)", "W / T / L"]
+            header = ["New loss vs new loss", "Δ first − second", ci, "p (Holm)", "W / T / L"]
             body = [_row(r, f"{labels.get(r['method'], r['method'])} vs {labels.get(r['reference'], r['reference'])}",
                          several, ref_mean=False) for r in rows.to_dict("records")]
             blocks.append(Block(f"{metric_label(metric)}: the new losses against each other", header, body))
     return blocks
+
+
+def budget_block(manifest: dict[str, Any], records: dict[str, dict[str, Any]], new: list[str], baselines: list[str],
+                 labels: dict[str, str]) -> tuple[Block, str]:
+    """Both sides' tuning budgets (configurations tried, the chosen one) and the warning when
+    they differ: a new loss trained once against tuned baselines wins or loses by configuration.
+
+    >>> manifest = {"tuning": {"fold": "Fold1", "methods": {"b": {"budget": 3, "chosen_label": "lr = 0.01"}}}}
+    >>> block, warning = budget_block(manifest, {"n": {"budget": 1, "chosen_label": "default (not tuned)"}}, ["n"],
+    ...                               ["b"], {})
+    >>> [[c.text for c in row] for row in block.rows]
+    [['n (new)', '1', 'default (not tuned)'], ['b', '3', 'lr = 0.01']]
+    >>> warning[:60]
+    'Unequal budgets: n tried 1 configuration, the baselines 3 (o'
+    """
+    tuned = (manifest.get("tuning") or {}).get("methods", {})
+    rows, sides = [], {}
+    for method in new:
+        rec = records.get(method, {})
+        sides[method] = int(rec.get("budget", 1))
+        rows.append([Cell(f"{labels.get(method, method)} (new)"), Cell(str(sides[method])),
+                     Cell(str(rec.get("chosen_label", "default (not tuned)")))])
+    frozen = []
+    for method in baselines:
+        facts = tuned.get(method, {"budget": 1, "chosen_label": "default (not tuned)"})
+        frozen.append(int(facts["budget"]))
+        rows.append([Cell(labels.get(method, method)), Cell(str(facts["budget"])), Cell(str(facts["chosen_label"]))])
+    split = (manifest.get("tuning") or {}).get("fold")
+    title = "Tuning budgets: configurations each method tried" + (f" on {split}'s validation split" if split else "")
+    block = Block(title, ["Method", "configurations", "chosen"], rows)
+    shown = sorted(set(frozen))
+    baseline_text = "/".join(map(str, shown))
+    unequal = [m for m, b in sides.items() if set(frozen) != {b}]
+    if not unequal:
+        return block, ""
+    names = ", ".join(f"{labels.get(m, m)} tried {sides[m]} configuration{'s' if sides[m] > 1 else ''}" for m in unequal)
+    advice = ("give the loss a search space (compare.losses.<i>.search) to tune it with the baselines' budget"
+              if max(shown, default=1) > min(sides.values()) else
+              "the baselines were frozen with fewer configurations: re-freeze them under the current tuning budget")
+    return block, (f"Unequal budgets: {names}, the baselines {baseline_text} (on the same validation split): the "
+                   f"difference may come from tuning, not from the loss; {advice}.")
 
 
 def reproduction_block(record: dict[str, Any] | None, metrics: list[str], labels: dict[str, str]) -> Block | None:
@@ -200,8 +269,10 @@ def provenance_sentences(manifest: dict[str, Any], here: dict[str, Any], record:
 
 def page(versus_baselines: pd.DataFrame, versus_pairs: pd.DataFrame, marks: pd.DataFrame, spec: dict[str, Any],
          *, new: list[str], baselines: list[str], provenance: str, record: dict[str, Any] | None,
-         left_out: list[str]) -> Table:
-    """The page as one :class:`bench.report.tables.Table` (module docstring)."""
+         left_out: list[str], manifest: dict[str, Any] | None = None,
+         ledger: dict[str, dict[str, Any]] | None = None) -> Table:
+    """The page as one :class:`bench.report.tables.Table` (module docstring); ``manifest`` the
+    frozen baselines' (their tuning), ``ledger`` each new loss's record (its budget)."""
     labels = spec.get("labels", {})
     metrics = list(spec["metrics"])
     stats = {"test": "t", "correction": "holm", "alpha": 0.05, "n_boot": 1000, **spec.get("stats", {})}
@@ -215,8 +286,7 @@ def page(versus_baselines: pd.DataFrame, versus_pairs: pd.DataFrame, marks: pd.D
         (f"Mean ± standard deviation over {len(seeds)} seeds of the per-seed means;" if several else "One seed;")
         + " test queries of all folds pooled, each query's value averaged over the seeds.",
         "Δ = new − baseline mean in metric units (ARP: lower is better, so a negative Δ favours the new loss); "
-        f"its {stats.get('confidence', 0.95):.0%} CI: paired percentile bootstrap over queries "
-        f"({stats['n_boot']} resamples).",
+        + _ci_sentence(stats, len(baselines), len(new)),
         f"p: {TWO_SIDED.get(stats['test'], stats['test'])} on the per-query values, {corr} over the baselines of "
         f"each new loss and metric{' (the new losses against each other: over their pairs)' if len(new) > 1 else ''}; "
         f"bold ▲ / ▼: significantly better / worse at alpha = {stats['alpha']} (the sign of Δ gives the direction).",
@@ -230,7 +300,12 @@ def page(versus_baselines: pd.DataFrame, versus_pairs: pd.DataFrame, marks: pd.D
                        f"{', '.join(left_out)}.")
     caption.append("Last block: every method with the paper tables' marks (bold: the best mean and every method not "
                    "significantly worse than it by the one-sided test against the best; underlined: the best).")
-    blocks = versus_blocks(versus_baselines, versus_pairs, metrics, new, labels, several)
+    budgets, warning = budget_block(manifest or {}, ledger or {}, new, baselines, labels)
+    caption.insert(1, warning or "Budgets: every compared loss tried as many configurations as each baseline, on the "
+                   "same validation split (the budgets block).")
+    blocks = versus_blocks(versus_baselines, versus_pairs, metrics, new, labels, several,
+                           simultaneous=stats["correction"] == "holm")
+    blocks.insert(0, budgets)
     extra = reproduction_block(record, metrics, labels)
     if extra is not None:
         blocks.append(extra)

@@ -77,6 +77,11 @@ def _agrees(settings: dict[str, Any], paper: dict[str, Any]) -> bool:
     return all(key in settings and settings[key] == value for key, value in paper.items())
 
 
+def _setting(value: Any, tuned: bool) -> str:
+    """A setting's cell: a tuned method's default that the config does not state is the loss's own."""
+    return "default" if tuned and value is None else value_text(value)
+
+
 def _shown(settings: dict[str, Any], labels: dict[str, str]) -> str:
     return ", ".join(f"{labels.get(k, k)} = {value_text(v)}" for k, v in settings.items())
 
@@ -102,6 +107,8 @@ def selection_table(records: list[dict[str, Any]], spec: dict[str, Any]) -> Tabl
                 title += f" ({rec['fold']})"
             title += f": validation {metric}, mean over {n_seeds} seed{'s' if n_seeds > 1 else ''}; " \
                      f"chosen {entry['chosen_label']}"
+            if method.get("tuned"):  # its search space, from the tuning record
+                title += f"; {len(entry['points'])} configurations from: {rec['tuning']['space_text']}"
             for role in roles:
                 paper = method["paper"][role]
                 inside = any(_agrees(p["settings"], paper) for p in entry["points"])
@@ -111,7 +118,7 @@ def selection_table(records: list[dict[str, Any]], spec: dict[str, Any]) -> Tabl
             rows = []
             for p in entry["points"]:
                 is_chosen = p["name"] == entry["chosen"]
-                row = [Cell(value_text(p["settings"][k])) for k in keys]
+                row = [Cell(_setting(p["settings"].get(k), method.get("tuned", False))) for k in keys]
                 row.append(Cell(f"{p['mean']:.4f}", bold=is_chosen))
                 row.append(Cell(" / ".join(f"{v:.4f}" for v in p["values"])))
                 row.append(Cell("own" if p["run"] == p["name"] else p["run"]))
@@ -132,7 +139,23 @@ def table_caption(spec: dict[str, Any], records: list[dict[str, Any]]) -> str:
                      "datasets they stand in for, not expected to be ours.")
     if spec.get("profile"):
         parts.append(f"Profile: {spec['profile']}.")
-    parts.append(
+    if spec.get("tuning"):  # a tuned table: every configuration of every tuned method
+        facts = spec["tuning"]
+        parts.append(
+            f"Tuning: each method tries {facts['budget']} configurations, configuration 1 its configured values "
+            f"(the default; a value shown as 'default' is the loss's own default), the others drawn from the "
+            f"search space in the block's title by a scrambled Halton sequence (seed {facts['seed']}); each is "
+            f"trained on the tuning fold with seed(s) {', '.join(map(str, facts['seeds']))}, and its validation "
+            "value is the one its early stopping kept (run.json), averaged over those seeds. The configuration with "
+            "the best mean is chosen (✓, bold); equal means go to the lower configuration number. The test split is "
+            "never read for the choice; the chosen configuration is then trained on every fold and seed."
+        )
+    if not any(m.get("tuned") for m in spec["methods"]) or any(not m.get("tuned") for m in spec["methods"]):
+        parts.append(_GRID_SENTENCE)
+    return " ".join(parts)
+
+
+_GRID_SENTENCE = (
         "Every point of each method's grid is trained with the table's protocol, folds and seeds; its "
         "validation value is the one its early stopping kept (run.json, at the checkpoint that scored the "
         "test split), averaged over seeds. The point with the best mean is chosen (✓, bold) per dataset and "
@@ -141,5 +164,4 @@ def table_caption(spec: dict[str, Any], records: list[dict[str, Any]]) -> str:
         "point, another table's when it trains the same configuration (reused, not trained twice), 'own' "
         "when the point trains under its own name. paper (role): ✓ where the point has the values the paper "
         "chose on that dataset, on the keys it reveals."
-    )
-    return " ".join(parts)
+)

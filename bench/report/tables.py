@@ -189,6 +189,8 @@ def caption(spec: dict[str, Any], has_paper: bool, published: str = "") -> str:
         f"{corr}, alpha = {stats['alpha']})."
     )
     parts.extend(_convention_parts(spec, ev))
+    if spec.get("constant"):
+        parts.append(spec["constant"])
     parts.extend(differences_caption(spec))
     if published:
         parts.append(published)
@@ -246,9 +248,37 @@ def _convention_parts(spec: dict[str, Any], ev: dict[str, Any]) -> list[str]:
     return parts
 
 
-def build_table(stats: pd.DataFrame, spec: dict[str, Any], paper: pd.DataFrame | None = None) -> Table:
-    """The format-free table model; ``paper`` is :func:`bench.report.paper.load_paper_numbers`."""
+def caption_metric_sentence(index: dict[tuple[str, str, str], dict[str, Any]], spec: dict[str, Any]) -> str:
+    """The caption's sentence for ``caption_metrics``: metrics that measure the lists, not the
+    methods (the RBP residual :math:`p^n` is the same for every method), stated once per dataset
+    instead of as a column; a metric that does differ between methods is stated as its range.
+
+    >>> idx = {("d", "rbp_residual@0.8", "a"): {"mean": 0.0125}, ("d", "rbp_residual@0.8", "b"): {"mean": 0.0125}}
+    >>> caption_metric_sentence(idx, {"caption_metrics": ["rbp_residual@0.8"], "datasets": [{"name": "d"}]})
+    'Equal for every method, so stated here rather than compared: RBP residual@0.8 = 0.0125 (d).'
+    """
+    parts = []
+    for metric in spec.get("caption_metrics") or []:
+        for ds in spec["datasets"]:
+            key = dataset_key(ds["name"], (spec.get("list_sizes") or [None])[0])
+            values = [rec["mean"] for (d, m, _), rec in index.items() if d == key and m == metric]
+            if not values:
+                continue
+            low, high = min(values), max(values)
+            text = _fmt(low, metric) if high - low <= 1e-12 else f"{_fmt(low, metric)}-{_fmt(high, metric)} (differs!)"
+            parts.append(f"{metric_label(metric)} = {text} ({ds.get('label') or ds['name']})")
+    return f"Equal for every method, so stated here rather than compared: {'; '.join(parts)}." if parts else ""
+
+
+def build_table(stats: pd.DataFrame, spec: dict[str, Any], paper: pd.DataFrame | None = None,
+                tuning: pd.DataFrame | None = None) -> Table:
+    """The format-free table model; ``paper`` is :func:`bench.report.paper.load_paper_numbers`,
+    ``tuning`` a tuned table's summary (:mod:`bench.report.tuning`: a "Tuning" block after each
+    dataset's block, and the caption's sentences on tuning)."""
     index = _index_stats(stats)
+    if spec.get("caption_metrics"):
+        spec = {**spec, "metrics": [m for m in spec["metrics"] if m not in spec["caption_metrics"]],
+                "constant": caption_metric_sentence(index, spec)}
     if paper is not None and spec.get("paper"):
         paper = paper[paper.table == spec["paper"]]
     else:
@@ -297,8 +327,17 @@ def build_table(stats: pd.DataFrame, spec: dict[str, Any], paper: pd.DataFrame |
         if with_paper and published:
             rows.append([Cell(text) for text in P.range_row(paper[paper.role == role], spec["metrics"])])
         blocks.append(Block(title, header, rows))
+        if tuning is not None:
+            from bench.report.tuning import tuning_blocks
+
+            blocks.extend(tuning_blocks(tuning, {**spec, "datasets": [ds]}))
     note = P.caption(paper, spec, mlabel) if published else ""
-    return Table(spec["name"], spec.get("title") or spec["name"], caption(spec, any_paper, note), blocks)
+    text = caption(spec, any_paper, note)
+    if tuning is not None:
+        from bench.report.tuning import caption_sentences
+
+        text = " ".join([text, *caption_sentences(tuning, spec)])
+    return Table(spec["name"], spec.get("title") or spec["name"], text, blocks)
 
 
 def _listsize_blocks(index, spec, ds, title, paper, several) -> list[Block]:

@@ -25,9 +25,9 @@ STAGES: dict[str, tuple[str, ...]] = {
     "bench.training.cli": run_rules(),  # one command per rule of the run kinds (bench.config.kinds)
     "bench.evaluate": ("evaluate", "export-scores"),
     "bench.selection": ("select",),
-    "bench.tuning": ("tune", "tuned-config", "tuning-summary"),
+    "bench.selection.tuning": ("tune", "tuned-config"),
     "bench.curves": ("loss-curves", "toy-sort"),
-    "bench.stats": ("stats",),
+    "bench.stats": ("stats", "tuning-summary"),
     "bench.report.cli": ("table", "figure", "compare-table", "computed-table", "coverage", "selection-table"),
     "bench.frozen": ("freeze", "check-frozen", "check-reproduced"),
     "bench.perf.cli": ("perf",),

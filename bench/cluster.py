@@ -42,8 +42,10 @@ DEFAULT_PARTITION, DEFAULT_GPU_PARTITION = "cpu", "gpu"
 
 #: rules that may use a GPU (``resources: gpu=1`` when the config says ``gpu: true``)
 GPU_RULES = frozenset({"train", "perf_scaling"})
-#: rules whose outputs GPU rules read (besides the local run_config; tune through tuned_config)
-FEED_GPU_RULES = frozenset({"prepare", "check_frozen", "tune", "tuned_config"})
+#: rules whose outputs GPU rules read (besides the local run_config), directly or through the
+#: tuning: a tuned method's chosen configuration trains after `tune` and `tuned_config`, which read
+#: every configuration's runs, GBDT runs among them (a group must not hold jobs before and after them)
+FEED_GPU_RULES = frozenset({"prepare", "check_frozen", "tune", "tuned_config", "gbdt"})
 
 #: (mem_mb, runtime in minutes) of the default study profile's jobs per rule ("*": every other
 #: rule), the static sizes of the one profile whose jobs are all seconds long. Every other job

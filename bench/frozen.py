@@ -97,7 +97,7 @@ def freeze(
     """Write the frozen baselines of one dataset (one parquet per method) and the manifest;
     ``platform`` (:func:`bench.provenance.platform_facts` of the machine that trained them) is
     what a re-run must match to reproduce them bit for bit; ``tuning`` the tuning records
-    (:mod:`bench.tuning`) of the tuned baselines: the manifest keeps each one's chosen
+    (:mod:`bench.selection.tuning`) of the tuned baselines: the manifest keeps each one's chosen
     configuration, search space, budget and validation mean (:func:`tuning_facts`)."""
     out_dir = Path(out_dir)
     if per_query.empty:

@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import glob as _glob
 import itertools
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -80,7 +81,7 @@ from bench.data.integrity import verify
 from bench.errors import UsageError
 from bench.metrics import higher_is_better as metric_direction
 from bench.metrics import is_metric_column, weight_column
-from bench.results import INFO_COLUMNS, KEY_COLUMNS, write_frame
+from bench.results import INFO_COLUMNS, KEY_COLUMNS, read_frames, read_record, write_frame
 from bench.seeds import derive_seed
 
 RESULT_COLUMNS = (
@@ -546,6 +547,78 @@ def _versus_row(wide, per_seed, weights, dataset, metric, method, ref, hib, *, t
 
 
 # ------------------------------------------------------------------------------------------
+# what tuning bought (ltr-bench tuning-summary; the tuning itself: bench.selection.tuning)
+
+DEFAULT_MARK = "+default"  # the default's rows in the summary's paired comparison
+
+
+def _bought(chosen: pd.DataFrame, defaults: pd.DataFrame, method: str, seeds: list[int], metrics: list[str],
+            n_boot: int, seed: int) -> dict[str, Any]:
+    """Chosen minus default on the tuning fold (per metric: mean difference and paired bootstrap CI)."""
+    mine = chosen[(chosen["method"] == method) & chosen["seed"].isin(seeds)]
+    ref = defaults[defaults["method"] == method].assign(method=method + DEFAULT_MARK)
+    if mine.empty or ref.empty:
+        raise UsageError(f"no test rows of {method!r} on the tuning fold with seeds {seeds} (chosen: {len(mine)}, "
+                         f"default: {len(ref)}); rebuild the evaluations")
+    rows = versus(pd.concat([mine, ref], ignore_index=True), metrics, [method], [method + DEFAULT_MARK],
+                  correction="none", n_boot=n_boot, seed=seed)
+    out: dict[str, Any] = {}
+    for row in rows.itertuples():
+        out[f"test:{row.metric}"] = row.mean
+        out[f"default:{row.metric}"] = row.ref_mean
+        out[f"delta:{row.metric}"] = row.diff
+        out[f"ci_low:{row.metric}"], out[f"ci_high:{row.metric}"] = row.ci_low, row.ci_high
+    return out
+
+
+def summarize(spec: dict[str, Any], *, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """The tuning summary of a table (module docstring) from ``spec``
+    (:func:`bench.config.plan.tuning_summary_spec`): one row per (dataset, tuned method)."""
+    rows = []
+    for ds in spec["datasets"]:
+        chosen, defaults = read_frames([ds["chosen"]]), read_frames([ds["defaults"]])
+        for path in ds["records"]:
+            record = read_record(path)
+            (method, entry), = record["methods"].items()
+            points = {p["name"]: p for p in entry["points"]}
+            default = entry["points"][0]
+            picked = points[entry["chosen"]]
+            same = entry["chosen"] == default["name"]
+            bought = {} if same else _bought(chosen, defaults, method, ds["seeds"], spec["metrics"], n_boot, seed)
+            if same:  # the default chosen: the very same runs, nothing bought
+                for metric in spec["metrics"]:
+                    bought.update({f"delta:{metric}": 0.0, f"ci_low:{metric}": 0.0, f"ci_high:{metric}": 0.0})
+            rows.append({
+                "dataset": ds["dataset"], "fold": record["fold"], "method": method, "budget": record["budget"],
+                "n_seeds": len(record["seeds"]), "metric": entry["metric"], "chosen": entry["chosen"],
+                "chosen_label": entry["chosen_label"], "chosen_index": list(points).index(entry["chosen"]) + 1,
+                "chosen_settings": json.dumps(picked["settings"], sort_keys=True),
+                "vali_chosen": picked["mean"], "vali_default": default["mean"],
+                "cpu_seconds": float(record["seconds"].get("cpu", 0.0)),
+                "gpu_seconds": float(sum(v for k, v in record["seconds"].items() if k != "cpu")),
+                "space": record["tuning"]["space_text"], **bought,
+            })
+    if not rows:
+        raise UsageError("--spec: no tuned method on any dataset of the table")
+    frame = pd.DataFrame(rows)
+    for column in frame.columns:
+        if column.startswith(("delta:", "ci_low:", "ci_high:", "test:", "default:")):
+            frame[column] = frame[column].astype(float)
+    return frame
+
+
+def _cli_summary(args) -> int:
+    try:
+        spec = json.loads(args.spec)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--spec: not valid JSON ({exc})") from exc
+    frame = summarize(spec, n_boot=args.n_boot, seed=args.seed)
+    write_frame(frame, args.out)
+    print(f"{args.out}: {len(frame)} tuned methods")
+    return 0
+
+
+# ------------------------------------------------------------------------------------------
 # CLI
 
 
@@ -596,7 +669,7 @@ def _cli_stats(args) -> int:
 
 
 def register_cli(subparsers) -> None:
-    """Add ``ltr-bench stats``."""
+    """Add ``ltr-bench stats`` and ``tuning-summary``."""
     p = subparsers.add_parser("stats", help="paired significance tests of per-query metrics")
     p.add_argument("--inputs", nargs="+", required=True,
                    help="metrics.parquet files or glob patterns (quote them)")
@@ -609,3 +682,9 @@ def register_cli(subparsers) -> None:
     p.add_argument("--n-boot", type=int, default=1000, dest="n_boot")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_cli_stats)
+    s = subparsers.add_parser("tuning-summary", help="a tuned table's budgets, choices and what tuning bought")
+    s.add_argument("--spec", required=True, help="JSON (bench.config.plan.tuning_summary_spec)")
+    s.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples of the CI of what tuning bought")
+    s.add_argument("--seed", type=int, default=0, help="the bootstrap's seed")
+    s.add_argument("--out", required=True, help="results/tuning/<table>.parquet")
+    s.set_defaults(func=_cli_summary)

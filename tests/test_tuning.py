@@ -1,4 +1,4 @@
-"""Equal-budget tuning (bench.search_space, bench.config.tuning, bench.tuning, the plan's tuning):
+"""Equal-budget tuning (bench.search_space, bench.config.tuning, bench.selection.tuning, the plan's tuning):
 the spaces and the sampler, the configurations every method gets, the runs each evaluation
 reads, the choice -- and the proofs: permuting the tuning fold's test labels and retraining every
 configuration leaves every record unchanged (while a choice by the test means changes), two
@@ -23,7 +23,8 @@ from bench.config.selection import best_point
 from bench.errors import ConfigError, UsageError
 from bench.losses import registry
 from bench.results import RUN_JSON_KEYS, read_record, read_run_info, write_frame, write_record, write_run
-from bench.tuning import summarize, tune, tuned_config
+from bench.selection.tuning import tune, tuned_config
+from bench.stats import summarize
 from helpers import make_prepared
 
 # ----------------------------------------------------------------------------- spaces and the sampler

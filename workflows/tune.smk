@@ -1,4 +1,4 @@
-# Equal-budget tuning on validation (bench.config.tuning, bench.tuning): every method of a tuned
+# Equal-budget tuning on validation (bench.config.tuning, bench.selection.tuning): every method of a tuned
 # protocol trains `tuning.budget` configurations on the tuning fold (rule train/gbdt, one job
 # each); `tune` keeps the one with the best validation mean over the tuning seeds (run.json only,
 # never the test split); `tuned_config` writes the chosen configuration's run config for the
@@ -32,7 +32,7 @@ rule tune:
 
 rule tuned_config:
     input:
-        lambda w: plan.TUNING.format(experiment=w.experiment, dataset=w.dataset, method=w.method[: -len("+tuned")]),
+        lambda w: _planned(plan.tuned_config_spec)(w.experiment, w.dataset, w.method)["record"],
     output:
         RUN_CONFIG,
     params:

@@ -1330,9 +1330,9 @@ def tuned_entries(config: dict[str, Any], experiment: str) -> dict[str, tuple[di
     if protocol not in tuning.tuned_protocols(config) or tuning.budget(config) < 2:
         return {}
     if experiment == COMPARE_EXPERIMENT:
-        names = [(compare_method_name(e), f"compare.losses.{i}") for i, e in enumerate(config["compare"]["losses"])]
+        keyed = [(compare_method_name(e), f"compare.losses.{i}") for i, e in enumerate(config["compare"]["losses"])]
         specs = compare_methods(config)
-        entries = {name: (specs[name], where) for name, where in names if "search" in specs[name]}
+        entries = {name: (specs[name], where) for name, where in keyed if "search" in specs[name]}
     else:
         names = [m for t in enabled_tables(config) if config["tables"][t]["protocol"] == protocol
                  for m in table_methods(config, t)]

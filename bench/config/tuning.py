@@ -24,7 +24,7 @@ a dimension, or null to drop one). A method without dimensions (least squares, w
 its ridge penalty on validation itself) has nothing to tune and trains once; so does a
 compared loss without ``search`` (the compare page says it was not tuned).
 
-**The choice** (the ``tune`` stage, :mod:`bench.tuning`): every configuration trains on the
+**The choice** (the ``tune`` stage, :mod:`bench.selection.tuning`): every configuration trains on the
 tuning fold (``tuning.fold``, default each dataset's first) with the tuning seeds
 (``tuning.seeds``, default the protocol's); the one with the best mean over those seeds of
 the validation value its runs' early stopping kept (the protocol's ``early_stopping_metric``,
@@ -39,7 +39,7 @@ and tables, the frozen baselines and the compare page read the chosen configurat
 >>> [c.name for c in configurations(cfg, "ranknet", {"loss": "ranknet"})]
 ['ranknet', 'ranknet+cfg2', 'ranknet+cfg3']
 >>> configurations(cfg, "ranknet", {"loss": "ranknet"})[1].label
-'lr = 0.000312, sigma = 4.47'
+'lr = 0.0001, sigma = 7.24'
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.config import plan
+from bench.config import plan, tuning
 from bench.config.jobs import Job
 from bench.config.run import resolve_metrics_config, resolve_train
 from bench.costs.calibration import Calibration, entry_key
@@ -227,9 +227,24 @@ def _fold(ctx: Context, job: Job, proj: Projection) -> FoldShape | None:
 
 
 def _run_entry(ctx: Context, job: Job) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The run config a job's projection reads. A tuned method's configuration 2..B
+    (``<method>+cfg<i>``) is projected as its configuration 1, the method itself: what tuning
+    varies (learning rate, dropout, a temperature, a GBDT's leaves) changes a step's arithmetic
+    little next to the loss, model and data, and one measurement per method and fold shape
+    keeps the calibration as short as an untuned study's (else every drawn configuration
+    would be a measurement of its own); the job's note says so."""
     w = job.wildcards
-    run_cfg = plan.run_config(ctx.config, w["experiment"], w["dataset"], w["method"])
-    return run_cfg, run_cfg["methods"][w["method"]]
+    parsed = tuning.parse_name(str(w["method"]))
+    method = parsed[0] if parsed else w["method"]
+    run_cfg = plan.run_config(ctx.config, w["experiment"], w["dataset"], method)
+    entry = run_cfg["methods"][method]
+    run_cfg["methods"] = {w["method"]: entry}
+    return run_cfg, entry
+
+
+def _tuning_note(job: Job, proj: Projection) -> None:
+    if tuning.parse_name(str(job.wildcards["method"])) is not None:
+        proj.note = "a tuning configuration, projected at its default configuration's cost"
 
 
 # ----------------------------------------------------------------------------- the models
@@ -241,6 +256,7 @@ def neural(ctx: Context, job: Job) -> Projection:
 
     proj = Projection()
     run_cfg, entry = _run_entry(ctx, job)
+    _tuning_note(job, proj)
     if run_cfg.get("sinkprop_protocol") is not None:
         proj.unsized = "SinkProp's own protocol (L-BFGS on derived queries): no cost model"
         return proj
@@ -324,6 +340,7 @@ def gbdt(ctx: Context, job: Job) -> Projection:
 
     proj = Projection()
     run_cfg, entry = _run_entry(ctx, job)
+    _tuning_note(job, proj)
     shape = _fold(ctx, job, proj)
     if shape is None:
         return proj

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from bench.config import tuning
 from bench.config.jobs import Job, target_jobs
 from bench.costs.calibration import Calibration, cpu_timed
 from bench.costs.model import Context, Projection, gib, hours, project
@@ -76,15 +77,28 @@ class Summary:
         self.rounds += proj.rounds
 
 
+TUNING_ROW = "of which tuning"  # the summary row of what equal-budget tuning adds (bench.config.tuning)
+TUNING_RULES = ("tune", "tuned_config", "tuning_summary")
+
+
+def is_tuning(job: Job) -> bool:
+    """Whether a job is what tuning adds to the study: the runs of a tuned method's configurations
+    2..B (configuration 1 is the method's own run) and the tuning's own steps."""
+    return job.rule in TUNING_RULES or (job.is_run and tuning.parse_name(str(job.wildcards.get("method", ""))) is not None)
+
+
 def summaries(planned: list[PlannedJob]) -> list[Summary]:
-    """One row per target (a job shared by targets counts in each) and the total (each job once)."""
+    """One row per target (a job shared by targets counts in each), the total (each job once) and,
+    when the study tunes, the total's tuning part (:func:`is_tuning`)."""
     rows: dict[str, Summary] = {}
-    total = Summary("total (each job once)")
+    total, tuned = Summary("total (each job once)"), Summary(TUNING_ROW)
     for p in planned:
         total.add(p)
+        if is_tuning(p.job):
+            tuned.add(p)
         for target in p.job.targets:
             rows.setdefault(target, Summary(target)).add(p)
-    return [*rows.values(), total]
+    return [*rows.values(), total, *([tuned] if tuned.jobs else [])]
 
 
 def render(planned: list[PlannedJob], calibration: Calibration, *, title: str) -> str:
@@ -99,6 +113,10 @@ def render(planned: list[PlannedJob], calibration: Calibration, *, title: str) -
         gpu = f" {gib(s.peak_gpu):>8}" if dev.kind == "cuda" else ""
         lines.append(f"{s.name:<22} {s.jobs:>6,} {s.runs:>6,} {s.steps:>13,} {s.rounds:>12,} "
                      f"{s.seconds / 3600:>12,.1f}{'*' if s.bound else ' '} {gib(s.peak_host):>10}{gpu} {s.unsized:>14,}")
+    rows = summaries(planned)
+    if rows[-1].name == TUNING_ROW and rows[-2].seconds > 0:
+        lines.append(f"{TUNING_ROW}: {rows[-1].seconds / rows[-2].seconds:.0%} of the device-hours (every tuned method's "
+                     "configurations 2..B on the tuning fold, and the choosing steps)")
     lines += ["", "* an upper bound: early stopping (patience, GBDT early_stopping_rounds) may end runs sooner, or a "
               "fold's shape is an estimate or a bound before it is prepared.", ""]
     projected = [p for p in planned if p.projection is not None and p.projection.complete]

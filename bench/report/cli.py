@@ -77,8 +77,12 @@ def _cli_table(args) -> int:
         spec["selected"] = caption_sentence([read_record(p) for p in args.selection], spec)
     stats = read_frame(args.stats)
     paper = load_paper_numbers(args.paper_numbers) if args.paper_numbers else load_paper_numbers()
-    tuning = read_frame(args.tuning) if args.tuning else None  # a tuned table's summary (ltr-bench tuning-summary)
-    _write_table(build_table(stats, spec, paper, tuning), args.md, args.tex, args.html)
+    table = build_table(stats, spec, paper)
+    if args.tuning:  # a tuned table's summary (ltr-bench tuning-summary): its Tuning blocks and caption
+        from bench.report.tuning import with_tuning
+
+        table = with_tuning(table, read_frame(args.tuning), {**spec, "name": args.name})
+    _write_table(table, args.md, args.tex, args.html)
     return 0
 
 

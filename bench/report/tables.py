@@ -266,15 +266,14 @@ def caption_metric_sentence(index: dict[tuple[str, str, str], dict[str, Any]], s
                 continue
             low, high = min(values), max(values)
             text = _fmt(low, metric) if high - low <= 1e-12 else f"{_fmt(low, metric)}-{_fmt(high, metric)} (differs!)"
-            parts.append(f"{metric_label(metric)} = {text} ({ds.get('label') or ds['name']})")
+            name = metric_label(metric).removesuffix(" ↓")  # no direction: it is not compared
+            parts.append(f"{name} = {text} ({ds.get('label') or ds['name']})")
     return f"Equal for every method, so stated here rather than compared: {'; '.join(parts)}." if parts else ""
 
 
-def build_table(stats: pd.DataFrame, spec: dict[str, Any], paper: pd.DataFrame | None = None,
-                tuning: pd.DataFrame | None = None) -> Table:
-    """The format-free table model; ``paper`` is :func:`bench.report.paper.load_paper_numbers`,
-    ``tuning`` a tuned table's summary (:mod:`bench.report.tuning`: a "Tuning" block after each
-    dataset's block, and the caption's sentences on tuning)."""
+def build_table(stats: pd.DataFrame, spec: dict[str, Any], paper: pd.DataFrame | None = None) -> Table:
+    """The format-free table model; ``paper`` is :func:`bench.report.paper.load_paper_numbers`
+    (a tuned table's Tuning blocks are added by :func:`bench.report.tuning.with_tuning`)."""
     index = _index_stats(stats)
     if spec.get("caption_metrics"):
         spec = {**spec, "metrics": [m for m in spec["metrics"] if m not in spec["caption_metrics"]],
@@ -327,17 +326,8 @@ def build_table(stats: pd.DataFrame, spec: dict[str, Any], paper: pd.DataFrame |
         if with_paper and published:
             rows.append([Cell(text) for text in P.range_row(paper[paper.role == role], spec["metrics"])])
         blocks.append(Block(title, header, rows))
-        if tuning is not None:
-            from bench.report.tuning import tuning_blocks
-
-            blocks.extend(tuning_blocks(tuning, {**spec, "datasets": [ds]}))
     note = P.caption(paper, spec, mlabel) if published else ""
-    text = caption(spec, any_paper, note)
-    if tuning is not None:
-        from bench.report.tuning import caption_sentences
-
-        text = " ".join([text, *caption_sentences(tuning, spec)])
-    return Table(spec["name"], spec.get("title") or spec["name"], text, blocks)
+    return Table(spec["name"], spec.get("title") or spec["name"], caption(spec, any_paper, note), blocks)
 
 
 def _listsize_blocks(index, spec, ds, title, paper, several) -> list[Block]:

@@ -1,6 +1,6 @@
 """A tuned table in the report: its "Tuning" block per dataset and the caption's sentences on tuning.
 
-Reads the tuning summary (``ltr-bench tuning-summary``, :mod:`bench.tuning`: one row per dataset
+Reads the tuning summary (``ltr-bench tuning-summary``, :func:`bench.stats.summarize`: one row per dataset
 and tuned method) and nothing else: every number is a column of it.
 
 - :func:`tuning_blocks`: per dataset, each tuned method's configurations tried, the chosen one
@@ -29,7 +29,7 @@ from typing import Any
 
 import pandas as pd
 
-from bench.report.tables import Block, Cell, _fmt, metric_label
+from bench.report.tables import Block, Cell, Table, _fmt, metric_label
 
 
 def _labels(items: list[dict[str, Any]]) -> dict[str, str]:
@@ -97,3 +97,16 @@ def caption_sentences(summary: pd.DataFrame, spec: dict[str, Any]) -> list[str]:
     if untuned:
         parts.append(f"Nothing to tune, trained once: {', '.join(untuned)}.")
     return parts
+
+
+def with_tuning(table: Table, summary: pd.DataFrame, spec: dict[str, Any]) -> Table:
+    """``table`` (a ``methods`` layout: one block per dataset of ``spec``) with each dataset's
+    Tuning block after its block and the caption's sentences on tuning."""
+    if len(table.blocks) != len(spec["datasets"]):
+        raise ValueError(f"table {spec['name']}: {len(table.blocks)} blocks for {len(spec['datasets'])} datasets; "
+                         "a tuned table has the methods layout, one block per dataset")
+    blocks = []
+    for block, ds in zip(table.blocks, spec["datasets"]):
+        blocks += [block, *tuning_blocks(summary, {**spec, "datasets": [ds]})]
+    caption = " ".join([table.caption, *caption_sentences(summary, spec)])
+    return Table(table.name, table.title, caption, blocks)

@@ -55,7 +55,10 @@ def test_every_run_config_is_accepted_by_the_trainers(profile):
 def test_study_protocol_excludes_methods_and_includes_what_must_match():
     cfg = cv.load_config()
     proto = plan.study_protocol(cfg, "unified", "syn-web")
-    assert set(proto) == {"dataset", "model", "train", "seeds", "evaluation", "metrics"}
+    # a tuned protocol's tuning: both sides of a comparison tune with the same budget, split and space
+    assert set(proto) == {"dataset", "model", "train", "seeds", "evaluation", "metrics", "tuning"}
+    assert proto["tuning"]["budget"] == cfg["tuning"]["budget"] and proto["tuning"]["fold"] == "Fold1"
+    assert "tuning" not in plan.study_protocol(cfg, "pirank", "syn-web")
     assert proto["dataset"]["options"]["n_queries"] == cfg["datasets"]["syn-web"]["options"]["n_queries"]
     other = cv.load_config(overrides={"methods": {"ranknet": {"params": {"sigma": 2.0}}}})
     assert plan.study_protocol(other, "unified", "syn-web") == proto
@@ -91,9 +94,10 @@ def test_recall_freeze_and_compare_evaluations(cfg):
 
 def test_targets_list_every_enabled_table_and_figure_and_refuse_disabled_ones(cfg):
     outputs = plan.report_inputs(cfg)
-    # + ARF Table 2's selection table (its ARF row is selected on a 2x2 grid)
-    assert len(outputs) == 3 * (len(plan.TABLES) + len(plan.COMPUTED_TABLES) + 1) + 2 * len(plan.FIGURES) + 1
-    assert "reports/tables/arf_table2_selection.md" in outputs
+    # + ARF Table 2's selection table (its ARF row is selected on a 2x2 grid) and the unified table's
+    # (every method tuned on validation with the same budget)
+    assert len(outputs) == 3 * (len(plan.TABLES) + len(plan.COMPUTED_TABLES) + 2) + 2 * len(plan.FIGURES) + 1
+    assert "reports/tables/arf_table2_selection.md" in outputs and "reports/tables/unified_table_selection.md" in outputs
     assert outputs[-1] == plan.COVERAGE and "reports/tables/neuralndcg_table2.md" in outputs
     assert plan.table_outputs(cfg, "unified_table") == [f"reports/tables/unified_table.{f}" for f in ("md", "tex", "html")]
     off = cv.load_config(overrides={"tables": {"arf_table2": {"enabled": False}}})
@@ -110,12 +114,13 @@ def test_method_names_split_the_runs_by_rule_and_kind(cfg):
     assert plan.method_names(cfg, kind="sinkprop_protocol") == []  # a protocol's choice, not a method's
     assert gbdt and train and linear == ["linear_regression"]
     assert not set(gbdt) & set(train) and not set(linear) & (set(gbdt) | set(train))
-    # the catalogue, the recall heatmap's models per (m, k) and the grid points of ARF Table 2's
-    # selection (neural, trained by `train`)
+    # the catalogue, the recall heatmap's models per (m, k), the grid points of ARF Table 2's
+    # selection (neural, trained by `train`) and the tuned methods' configurations and chosen runs
     assert set(gbdt) | set(train) | set(linear) == (set(cfg["methods"]) | set(plan.heatmap_methods(cfg))
-                                                    | set(plan.selection_methods(cfg)))
+                                                    | set(plan.selection_methods(cfg)) | set(plan.tuning_methods(cfg)))
+    assert {"lightgbm_lambdarank+cfg2", "lightgbm_lambdarank+tuned"} <= set(gbdt) and "arf+cfg3" in train
     assert gbdt == sorted(gbdt)
-    assert all("gbdt" in cfg["methods"][m] for m in gbdt)
+    assert all("gbdt" in plan.all_methods(cfg)[m] for m in gbdt)
     with pytest.raises(ValueError, match="kind must be one of"):
         plan.method_names(cfg, kind="tree")
     with pytest.raises(ValueError, match="rule must be one of"):
@@ -367,18 +372,24 @@ def test_quality_cost_figure_reads_the_unified_tables_statistics_and_its_runs_re
     assert plan.figure_inputs(cfg, "quality_cost_figure") == [plan.QUALITY_COST]
     files = plan.quality_cost_inputs(cfg)
     methods, seeds = plan.table_methods(cfg, "unified_table"), plan.table_seeds(cfg, "unified_table")
-    assert files[0] == "results/stats/unified_table.parquet" and len(files) == 1 + len(methods) * len(seeds)
-    assert "results/runs/unified/syn-web/Fold1/plrank_ndcg/seed1/run.json" in files
+    # each tuned method's configurations (3, seed 0) and its chosen one's seed 1 on syn-web's one
+    # fold, and the tuning records that say which of them count
+    budget, tuned = cfg["tuning"]["budget"], len(methods)
+    assert files[0] == "results/stats/unified_table.parquet"
+    assert len(files) == 1 + len(methods) * (budget + len(seeds) - 1) + tuned
+    assert "results/runs/unified/syn-web/Fold1/plrank_ndcg+tuned/seed1/run.json" in files
+    assert "results/tuning/unified/syn-web/plrank_ndcg.json" in files
     spec = plan.quality_cost_spec(cfg)
     assert (spec["dataset"], spec["metric"]) == ("syn-web", "ndcg@10")
     kinds = {m["name"]: m["kind"] for m in spec["methods"]}
     assert kinds["lightgbm_lambdarank"] == "gbdt" and kinds["plrank_ndcg"] == "neural"
     paper = cv.load_config(ROOT / "config" / "paper.yaml")
     spec = plan.quality_cost_spec(paper)
-    assert spec["dataset"] == "mslr-web30k" and len(spec["runs"]) == len(methods) * 5 * 3  # 5 folds, 3 seeds
+    # 20 configurations (seed 0) and the chosen one's seeds 1-2 on Fold1, 3 seeds on the 4 other folds
+    assert spec["dataset"] == "mslr-web30k" and len(spec["runs"]) == len(methods) * (20 + 2 + 4 * 3)
     figure = plan.figure_spec(paper, "quality_cost_figure")
     assert (figure["dataset_label"], figure["folds"][-1], figure["list_size"]) == ("MSLR-WEB30K", "Fold5", 200)
-    assert spec["selection"] == []  # the unified table selects nothing
+    assert len(spec["selection"]) == len(methods)  # the unified table selects no grid: its tuning records
     arf = cv.load_config(overrides={"figures": {"quality_cost_figure": {"table": "arf_table2", "metric": "ndcg@15"}}})
     files = plan.quality_cost_inputs(arf)  # ARF Table 2 selects ARF's tau x lr: its records say which runs count
     assert files[-1] == "results/selection/arf_table2/syn-web/Fold1.json" == plan.quality_cost_spec(arf)["selection"][0]

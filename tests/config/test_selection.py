@@ -83,7 +83,7 @@ def test_the_default_profile_selects_arfs_row_on_a_2x2_grid_reusing_arf_table6s_
     assert mine["methods"]["arf+tau=0.2+lr=0.01"] == {"loss": "arf", "params": {"m": 30, "k": 15, "tau": 0.2},
                                                        "train": {"lr": 0.01}}
     ev = plan.evaluation(cfg, "arf_table2", "syn-web")
-    assert "arf" in ev.methods and "arf" not in ev.trained  # ARF's row is its points' runs
+    assert "arf" in ev.methods and "arf" not in dict(ev.trained_on("Fold1"))  # ARF's row is its points' runs
     jobs = target_jobs(cfg, ["arf_table2", "arf_table6"])
     trains = {j.output: j.targets for j in jobs if j.rule == "train"}
     run = "results/runs/arf/syn-web/Fold1/{}/seed{}"

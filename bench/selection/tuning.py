@@ -1,6 +1,7 @@
 r"""The tuning stage: each tuned method's configuration chosen on the tuning fold's validation split.
 
-Three commands, one per job of ``workflows/tune.smk``:
+Two commands, one per job of ``workflows/tune.smk`` (the third, ``ltr-bench tuning-summary``,
+is a statistic and lives in :mod:`bench.stats`):
 
 - ``ltr-bench tune --spec JSON --out results/tuning/<experiment>/<dataset>/<method>.json``: given
   by :func:`bench.config.plan.tune_spec` every configuration of one method
@@ -16,13 +17,9 @@ Three commands, one per job of ``workflows/tune.smk``:
   the run config of the chosen configuration, renamed ``<method>+tuned``, which trains it on
   every fold and seed the tuning did not (the spec carries every configuration's run config,
   :func:`bench.config.plan.tuned_config_spec`; the record says which one).
-- ``ltr-bench tuning-summary --spec JSON --out results/tuning/<table>.parquet``: per dataset and
-  tuned method, the record's facts and **what tuning bought**: on the tuning fold's test split,
-  with the tuning seeds, the chosen configuration's mean minus the default's (configuration 1),
-  per table metric, with its paired bootstrap CI (:func:`bench.stats.versus`: the same pairing,
-  drops and pooling as every table). The default's test values are read for that column only,
-  after the choice; the choice itself never sees them (``tests/test_tuning.py`` permutes the
-  test labels and finds every record unchanged).
+
+The choice never sees a test value: ``tests/test_tuning.py`` permutes the tuning fold's test
+labels, retrains every configuration and finds every record unchanged.
 """
 
 from __future__ import annotations
@@ -32,14 +29,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from bench.atomic import atomic_path
 from bench.errors import UsageError
-from bench.results import read_frames, read_record, read_run_info, write_frame, write_record
+from bench.results import read_record, read_run_info, write_record
 from bench.selection import choose
-
-DEFAULT_MARK = "+default"  # the default's rows in the summary's paired comparison
 
 
 def compute_seconds(dirs: list[str]) -> dict[str, float]:
@@ -76,63 +69,6 @@ def tuned_config(spec: dict[str, Any], out: str | Path) -> str:
     return str(entry["chosen"])
 
 
-def _bought(chosen: pd.DataFrame, defaults: pd.DataFrame, method: str, seeds: list[int], metrics: list[str],
-            n_boot: int, seed: int) -> dict[str, Any]:
-    """Chosen minus default on the tuning fold (per metric: mean difference and paired bootstrap CI)."""
-    from bench.stats import versus
-
-    mine = chosen[(chosen["method"] == method) & chosen["seed"].isin(seeds)]
-    ref = defaults[defaults["method"] == method].assign(method=method + DEFAULT_MARK)
-    if mine.empty or ref.empty:
-        raise UsageError(f"no test rows of {method!r} on the tuning fold with seeds {seeds} (chosen: {len(mine)}, "
-                         f"default: {len(ref)}); rebuild the evaluations")
-    rows = versus(pd.concat([mine, ref], ignore_index=True), metrics, [method], [method + DEFAULT_MARK],
-                  correction="none", n_boot=n_boot, seed=seed)
-    out: dict[str, Any] = {}
-    for row in rows.itertuples():
-        out[f"test:{row.metric}"] = row.mean
-        out[f"default:{row.metric}"] = row.ref_mean
-        out[f"delta:{row.metric}"] = row.diff
-        out[f"ci_low:{row.metric}"], out[f"ci_high:{row.metric}"] = row.ci_low, row.ci_high
-    return out
-
-
-def summarize(spec: dict[str, Any], *, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
-    """The tuning summary of a table (module docstring) from ``spec``
-    (:func:`bench.config.plan.tuning_summary_spec`): one row per (dataset, tuned method)."""
-    rows = []
-    for ds in spec["datasets"]:
-        chosen, defaults = read_frames([ds["chosen"]]), read_frames([ds["defaults"]])
-        for path in ds["records"]:
-            record = read_record(path)
-            (method, entry), = record["methods"].items()
-            points = {p["name"]: p for p in entry["points"]}
-            default = entry["points"][0]
-            picked = points[entry["chosen"]]
-            same = entry["chosen"] == default["name"]
-            bought = {} if same else _bought(chosen, defaults, method, ds["seeds"], spec["metrics"], n_boot, seed)
-            if same:  # the default chosen: the very same runs, nothing bought
-                for metric in spec["metrics"]:
-                    bought.update({f"delta:{metric}": 0.0, f"ci_low:{metric}": 0.0, f"ci_high:{metric}": 0.0})
-            rows.append({
-                "dataset": ds["dataset"], "fold": record["fold"], "method": method, "budget": record["budget"],
-                "n_seeds": len(record["seeds"]), "metric": entry["metric"], "chosen": entry["chosen"],
-                "chosen_label": entry["chosen_label"], "chosen_index": list(points).index(entry["chosen"]) + 1,
-                "chosen_settings": json.dumps(picked["settings"], sort_keys=True),
-                "vali_chosen": picked["mean"], "vali_default": default["mean"],
-                "cpu_seconds": float(record["seconds"].get("cpu", 0.0)),
-                "gpu_seconds": float(sum(v for k, v in record["seconds"].items() if k != "cpu")),
-                "space": record["tuning"]["space_text"], **bought,
-            })
-    if not rows:
-        raise UsageError("--spec: no tuned method on any dataset of the table")
-    frame = pd.DataFrame(rows)
-    for column in frame.columns:
-        if column.startswith(("delta:", "ci_low:", "ci_high:", "test:", "default:")):
-            frame[column] = frame[column].astype(float)
-    return frame
-
-
 def _spec(text: str) -> dict[str, Any]:
     try:
         spec = json.loads(text)
@@ -160,15 +96,8 @@ def _cli_tuned_config(args) -> int:
     return 0
 
 
-def _cli_summary(args) -> int:
-    frame = summarize(_spec(args.spec), n_boot=args.n_boot, seed=args.seed)
-    write_frame(frame, args.out)
-    print(f"{args.out}: {len(frame)} tuned methods")
-    return 0
-
-
 def register_cli(subparsers) -> None:
-    """Add ``ltr-bench tune``, ``tuned-config`` and ``tuning-summary``."""
+    """Add ``ltr-bench tune`` and ``tuned-config``."""
     p = subparsers.add_parser("tune", help="choose one tuned method's configuration on the tuning fold's validation")
     p.add_argument("--spec", required=True, help="JSON: the configurations and their runs (bench.config.plan.tune_spec)")
     p.add_argument("--out", required=True, help="results/tuning/<experiment>/<dataset>/<method>.json")
@@ -177,9 +106,3 @@ def register_cli(subparsers) -> None:
     c.add_argument("--spec", required=True, help="JSON (bench.config.plan.tuned_config_spec)")
     c.add_argument("--out", required=True, help="results/configs/<experiment>/<dataset>/<method>+tuned.json")
     c.set_defaults(func=_cli_tuned_config)
-    s = subparsers.add_parser("tuning-summary", help="a tuned table's budgets, choices and what tuning bought")
-    s.add_argument("--spec", required=True, help="JSON (bench.config.plan.tuning_summary_spec)")
-    s.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples of the CI of what tuning bought")
-    s.add_argument("--seed", type=int, default=0, help="the bootstrap's seed")
-    s.add_argument("--out", required=True, help="results/tuning/<table>.parquet")
-    s.set_defaults(func=_cli_summary)

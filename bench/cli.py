@@ -27,6 +27,7 @@ STAGES: dict[str, tuple[str, ...]] = {
     "bench.selection": ("select",),
     "bench.curves": ("loss-curves", "toy-sort"),
     "bench.stats": ("stats",),
+    "bench.ranking": ("ranking",),
     "bench.report.cli": ("table", "figure", "compare-table", "computed-table", "coverage", "selection-table"),
     "bench.frozen": ("freeze", "check-frozen", "check-reproduced"),
     "bench.perf.cli": ("perf",),

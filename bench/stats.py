@@ -358,8 +358,31 @@ def _paired_values(frame: pd.DataFrame, dataset, metric: str, methods: Sequence[
     return wide, per_seed, weights
 
 
-def _std_over_seeds(per_seed: pd.Series, method: str) -> tuple[float, int]:
-    """Sample standard deviation (ddof 1; 0 with one seed) of a method's per-seed means, and its seed count."""
+def seed_means(frame: pd.DataFrame, dataset, metric: str, methods: Sequence[str]) -> pd.Series:
+    r"""Each ``(method, seed)``'s mean of ``metric`` over ``frame`` (the per-query rows of one
+    dataset, or of one fold of it), exactly as :func:`significance` averages them: the design
+    checked (every method and seed on the same ``(fold, query)`` keys), a query dropped for any
+    row dropped for every method (step 1), and a pooled metric's weighted mean
+    :math:`\sum_q w_q v_q / \sum_q w_q` ("Pooled metrics"). The cross-dataset ranking
+    (:mod:`bench.ranking`) reads its per-block means here, so that a mean is never computed
+    two ways.
+
+    >>> pq = pd.DataFrame({"dataset": "d", "fold": 1, "seed": [0, 0, 1, 1], "query": [0, 1] * 2,
+    ...                    "method": "a", "mrr": [1.0, 0.5, 0.5, 0.5], "mrr:dropped": [False, True] * 2})
+    >>> seed_means(pq, "d", "mrr", ["a"]).to_dict()  # query 1 dropped: each seed's mean of query 0
+    {('a', 0): 1.0, ('a', 1): 0.5}
+    """
+    _check_design(frame, dataset)
+    return _paired_values(frame, dataset, metric, methods)[1]
+
+
+def std_over_seeds(per_seed: pd.Series, method: str) -> tuple[float, int]:
+    """Sample standard deviation (ddof 1; 0 with one seed) of a method's per-seed means (a
+    :func:`seed_means` series), and its seed count.
+
+    >>> std_over_seeds(pd.Series({("a", 0): 1.0, ("a", 1): 0.5}), "a")
+    (0.3535533905932738, 2)
+    """
     seed_means = per_seed.loc[method].to_numpy()
     return (float(np.std(seed_means, ddof=1)) if len(seed_means) > 1 else 0.0), len(seed_means)
 
@@ -391,7 +414,7 @@ def _one_table(frame, dataset, metric, methods, hib, *, test, correction, alpha,
     rows = []
     for method in methods:
         vals = wide[method].to_numpy()
-        std, n_seeds = _std_over_seeds(per_seed, method)
+        std, n_seeds = std_over_seeds(per_seed, method)
         is_best = method == best
         if is_best:
             p, pa, lo, hi = 1.0, 1.0, 0.0, 0.0
@@ -533,8 +556,8 @@ def _versus_row(wide, per_seed, weights, dataset, metric, method, ref, hib, *, t
                        seed=derive_seed("permutation", seed, dataset, metric, method, ref))
     lo, hi = bootstrap_ci(vals, ref_vals, n_boot=n_boot, confidence=confidence, weights=weights,
                           seed=derive_seed("bootstrap", seed, dataset, metric, method, ref))
-    std, n_seeds = _std_over_seeds(per_seed, method)
-    ref_std, _ = _std_over_seeds(per_seed, ref)
+    std, n_seeds = std_over_seeds(per_seed, method)
+    ref_std, _ = std_over_seeds(per_seed, ref)
     mean, ref_mean = float(np.sum(w * vals) / w.sum()), float(np.sum(w * ref_vals) / w.sum())
     return {
         "dataset": dataset, "metric": metric, "method": method, "reference": ref,

@@ -70,8 +70,9 @@ def friedman_line(test: dict[str, Any]) -> str:
 
     >>> line = friedman_line({"friedman_chi2": 9.28, "friedman_df": 3, "friedman_p": 0.0258, "n_blocks": 14,
     ...     "friedman_rejects": True, "n_methods": 4, "cd": 1.2536, "q_alpha": 2.569, "alpha": 0.05})
-    >>> print(line.replace("; ", ";\n"))
-    Friedman chi2 = 9.28 (df 3), p = 0.0258: rejects H0 at alpha = 0.05;
+    >>> for part in line.split("; "):
+    ...     print(part)
+    Friedman chi2 = 9.28 (df 3), p = 0.0258: rejects H0 at alpha = 0.05
     N = 14 blocks, k = 4 methods, CD = 1.25 (q_alpha = 2.569)
     """
     verdict = ("rejects H0" if test["friedman_rejects"] else "does not reject H0 (no pair is told apart)")

@@ -12,7 +12,7 @@ a statistics table; a test-list-size variant ``<dataset>@Ltest=<L>`` is a datase
 :math:`N` blocks and :math:`k` methods, for each metric:
 
 1. **Block values.** Each seed's mean of the metric over the block's test queries, exactly as the
-   statistics step averages them (:func:`bench.stats.seed_means`: every method and seed on the
+   statistics step averages them (:func:`bench.results.seed_means`: every method and seed on the
    same queries, a query dropped for any row dropped for every method, a pooled metric's weighted
    mean); then :math:`x_{bj}` = their mean over the seeds and :math:`s_{bj}` = their sample
    standard deviation (ddof 1; 0 with one seed), the seed-to-seed spread of method :math:`j` on
@@ -86,8 +86,7 @@ import pandas as pd
 from bench.config.plan import RANKING_KEY, RANKING_MIN_BLOCKS, RANKING_MIN_METHODS
 from bench.errors import ConfigError, UsageError
 from bench.metrics import higher_is_better as metric_direction
-from bench.results import read_frames, write_frame
-from bench.stats import seed_means, std_over_seeds
+from bench.results import read_frames, seed_means, std_over_seeds, write_frame
 
 #: the config key whose table is ranked (named by the errors of a design too small to rank)
 CONFIG_KEY = f"{RANKING_KEY}.table"
@@ -200,7 +199,7 @@ def nemenyi(values: np.ndarray, methods: Sequence[str], *, higher_is_better: boo
 
 def block_values(per_query: pd.DataFrame, metric: str, methods: Sequence[str]) -> pd.DataFrame:
     """Step 1: per block (dataset, fold) and method, ``mean`` and ``seed_std`` over the seeds of the
-    per-seed means (:func:`bench.stats.seed_means`) and ``n_seeds``, blocks in first-seen order.
+    per-seed means (:func:`bench.results.seed_means`) and ``n_seeds``, blocks in first-seen order.
 
     >>> pq = pd.DataFrame({"dataset": "d", "fold": "F1", "query": [0, 1] * 4, "seed": [0, 0, 1, 1] * 2,
     ...                    "method": ["a"] * 4 + ["b"] * 4, "mrr": [1, .5, .5, .5, 1, 1, 1, .5]})

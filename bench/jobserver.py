@@ -68,6 +68,7 @@ PRELOAD = (
     "lightgbm", "xgboost", "matplotlib",
     "bench.training.cli", "bench.training.neural", "bench.training.gbdt", "bench.evaluate", "bench.stats",
     "bench.frozen", "bench.curves", "bench.report.cli", "bench.data.prepare", "bench.metrics", "bench.losses",
+    "bench.ranking",  # scikit_posthocs (seaborn, statsmodels) is imported by its one job alone
 )
 _HEADER = struct.Struct("!Q")  # request length
 _STATUS = struct.Struct("!i")  # exit status

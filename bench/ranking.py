@@ -184,13 +184,13 @@ def nemenyi(values: np.ndarray, methods: Sequence[str], *, higher_is_better: boo
     """
     import scikit_posthocs
 
-    oriented = pd.DataFrame(_oriented(values, higher_is_better), columns=list(methods))
+    oriented = _oriented(values, higher_is_better)
+    k = oriented.shape[1]
     with warnings.catch_warnings():  # all-tied blocks: a 0/0 the p-values do not use
         warnings.simplefilter("ignore", RuntimeWarning)
-        p = scikit_posthocs.posthoc_nemenyi_friedman(oriented)
-    p = p.astype(np.float64)
-    p.index, p.columns = list(methods), list(methods)
-    return p
+        p = scikit_posthocs.posthoc_nemenyi_friedman(oriented)  # a matrix: groups by column position
+    values = p.loc[list(range(k)), list(range(k))].to_numpy(np.float64)
+    return pd.DataFrame(values, index=list(methods), columns=list(methods))
 
 
 # ------------------------------------------------------------------------------------------

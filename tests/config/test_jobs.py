@@ -48,7 +48,8 @@ SLOW = pytest.mark.slow
                                                  pytest.param("default", "arf_table9", marks=SLOW),
                                                  pytest.param("default", "annealing_figure", marks=SLOW),
                                                  pytest.param("paper", "letor_curves", marks=SLOW),
-                                                 pytest.param("paper", "arf_table6", marks=SLOW)])
+                                                 pytest.param("paper", "arf_table6", marks=SLOW),
+                                                 pytest.param("paper", "cd_diagram", marks=SLOW)])
 def test_jobs_equal_snakemakes_dag(profile, target):
     expected = snakemake_counts(target, PROFILES[profile])
     expected.pop(target, None)  # the target rule itself (all, or a named table/figure)
@@ -72,7 +73,9 @@ def test_paper_profile_counts_of_the_issue():
     # + 6 for ARF's point-wise Softmax row in ARF Table 2 (2 datasets x 3 seeds), issue 32
     assert (got["train"], got["gbdt"], got["linear"], got["prepare"]) == (
         2917 + 72 + 162 + 2 + 936 + 468 + 312 + 48 + 6, 359, 45, 54)
-    assert (got["computed_table"], got["toy_sort"], got["coverage"], got["quality_cost"]) == (3, 1, 1, 1)
+    # + the ranking of the unified table across its 52 dataset folds (ranking_table, cd_diagram), issue 40
+    assert (got["computed_table"], got["toy_sort"], got["coverage"], got["quality_cost"], got["ranking"]) == (
+        4, 1, 1, 1, 1)
     # one choice per (table, dataset, fold) with a grid: ARF Table 2 and PiRank Table 1 on two datasets
     assert (got["select"], got["selection_table"]) == (4, 2)
 

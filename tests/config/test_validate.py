@@ -41,8 +41,10 @@ def test_profiles_validate_and_defaults_are_filled():
     assert cfg["methods"]["ranknet"]["params"] == {}  # default of an omitted key
     assert cfg["tables"]["pirank_table1"]["enabled"] is True
     assert plan.enabled_tables(cfg) == list(plan.TABLES)
-    assert plan.enabled_figures(cfg) == list(plan.FIGURES)
+    # every figure but the ranking's CD diagram, off with the ranking (one unified-table block here)
+    assert plan.enabled_figures(cfg) == [f for f in plan.FIGURES if f != "cd_diagram"]
     paper = cv.load_config(ROOT / "config" / "paper.yaml")
+    assert plan.enabled_figures(paper)[-1] == "cd_diagram"
     assert paper["profile"] == "paper" and paper["gpu"] is True
     assert plan.table_datasets(paper, "pirank_table1") == ["mslr-web30k", "yahoo-set1"]
     assert plan.table_datasets(paper, "arf_table2") == ["mslr-web30k-arf", "istella-arf"]

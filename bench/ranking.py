@@ -222,7 +222,7 @@ def block_values(per_query: pd.DataFrame, metric: str, methods: Sequence[str]) -
     return pd.DataFrame(rows, columns=["dataset", "fold", "method", "mean", "seed_std", "n_seeds"])
 
 
-def check_design(n_blocks: int, n_methods: int, *, what: str = "", config_key: str = CONFIG_KEY) -> None:
+def check_size(n_blocks: int, n_methods: int, *, what: str = "", config_key: str = CONFIG_KEY) -> None:
     """A ``ConfigError`` naming ``config_key`` unless there are :data:`MIN_BLOCKS` blocks and
     :data:`MIN_METHODS` methods (``what``: which table's frames, for the message)."""
     of = f" {what}" if what else ""
@@ -261,7 +261,7 @@ def ranking(per_query: pd.DataFrame, metrics: Sequence[str], *, methods: Sequenc
         raise ValueError(f"per-query frames lack columns {missing} (they have {list(per_query.columns)})")
     methods = list(pd.unique(per_query["method"])) if methods is None else list(methods)
     n_blocks = len(per_query[["dataset", "fold"]].drop_duplicates())
-    check_design(n_blocks, len(methods), what=what, config_key=config_key)
+    check_size(n_blocks, len(methods), what=what, config_key=config_key)
     frames = []
     for metric in metrics:
         hib = metric_direction(metric) if higher_is_better is None else bool(higher_is_better[metric])
@@ -287,6 +287,7 @@ def _one_metric(values: pd.DataFrame, metric: str, methods: list[str], hib: bool
     order = sorted(methods, key=lambda m: (mean_rank[m], methods.index(m)))  # a tie: the first listed
     best = order[0]
     over = values.groupby("method", sort=False)[["mean", "seed_std"]].mean()
+    seeds = values.groupby("method", sort=False)["n_seeds"].max()
     spread = max(over.loc[best, "seed_std"], 0.0)
     rows = [{"part": "block", **test, **rec, "rank": float(ranks.loc[(rec["dataset"], rec["fold"]), rec["method"]])}
             for rec in values.to_dict("records")]
@@ -294,8 +295,7 @@ def _one_metric(values: pd.DataFrame, metric: str, methods: list[str], hib: bool
         gap = abs(over.loc[method, "mean"] - over.loc[best, "mean"])
         rows.append({"part": "method", **test, "method": method, "mean_rank": float(mean_rank[method]),
                      "position": position, "mean": float(over.loc[method, "mean"]),
-                     "seed_std": float(over.loc[method, "seed_std"]), "n_seeds": int(values.loc[values.method == method,
-                                                                                              "n_seeds"].max()),
+                     "seed_std": float(over.loc[method, "seed_std"]), "n_seeds": int(seeds[method]),
                      "is_best": method == best,
                      "distinguishable": bool(method != best and rejects and p_pairs.loc[method, best] < alpha),
                      "within_seed_spread": bool(method != best and gap < max(over.loc[method, "seed_std"], spread)),

@@ -28,6 +28,7 @@ STAGES: dict[str, tuple[str, ...]] = {
     "bench.selection.tuning": ("tune", "tuned-config"),
     "bench.curves": ("loss-curves", "toy-sort"),
     "bench.stats": ("stats", "tuning-summary"),
+    "bench.ranking": ("ranking",),
     "bench.report.cli": ("table", "figure", "compare-table", "computed-table", "coverage", "selection-table"),
     "bench.frozen": ("freeze", "check-frozen", "check-reproduced"),
     "bench.perf.cli": ("perf",),

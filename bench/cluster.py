@@ -77,9 +77,9 @@ GROUPS: dict[str, dict[str, str]] = {
     "default": dict.fromkeys(("prepare", "train", "gbdt", "linear", "evaluate", "stats", "table", "figure", "loss_curves",
                               "perf_scaling", "freeze_dataset", "check_frozen", "compare_table",
                               "computed_table", "toy_sort", "select", "selection_table", "quality_cost",
-                              "check_reproduced", "tune", "tuned_config", "tuning_summary"), "study"),
+                              "check_reproduced", "tune", "tuned_config", "tuning_summary", "ranking"), "study"),
     "paper": dict.fromkeys(("evaluate", "stats", "table", "figure", "compare_table", "computed_table", "select",
-                            "selection_table", "quality_cost", "tuning_summary"), "summaries"),
+                            "selection_table", "quality_cost", "tuning_summary", "ranking"), "summaries"),
 }
 
 

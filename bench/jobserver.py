@@ -69,6 +69,7 @@ PRELOAD = (
     "bench.training.cli", "bench.training.neural", "bench.training.gbdt", "bench.evaluate", "bench.stats",
     "bench.frozen", "bench.curves", "bench.report.cli", "bench.data.prepare", "bench.metrics", "bench.losses",
     "bench.selection", "bench.selection.tuning",
+    "bench.ranking",  # scikit_posthocs (seaborn, statsmodels) is imported by its one job alone
 )
 _HEADER = struct.Struct("!Q")  # request length
 _STATUS = struct.Struct("!i")  # exit status

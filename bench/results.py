@@ -34,6 +34,12 @@ column for a metric its convention pools over queries (TF-Ranking's OPA and ARP)
 follow ``default``, :func:`bench.metrics.metric_convention`). Test-list-size variants carry
 ``dataset = "<dataset>@Ltest=<L>"`` (:func:`dataset_key`).
 
+How a per-query frame is averaged (its design checked, dropped queries excluded for every method,
+seed means, pooled metrics' weights, the seed spread: :func:`check_design`, :func:`paired_values`,
+:func:`seed_means`, :func:`std_over_seeds`) is stated once, in the last section of this module:
+the statistics step (:mod:`bench.stats`) and the ranking across datasets (:mod:`bench.ranking`)
+both average through it.
+
 >>> dataset_key("mslr-web30k", 40), dataset_key("mslr-web30k", None)
 ('mslr-web30k@Ltest=40', 'mslr-web30k')
 """
@@ -43,7 +49,7 @@ from __future__ import annotations
 import io
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -234,3 +240,159 @@ def read_frames(paths: Iterable[str | os.PathLike]) -> pd.DataFrame:
     """Concatenate parquet frames (per-query metrics of several runs, folds or methods),
     each checked against its digest first (:func:`read_frame`)."""
     return pd.concat([read_frame(p) for p in paths], ignore_index=True)
+
+
+# ----------------------------------------------------------------------------- design and averages
+# The per-query frames' design and averages: what the statistics step (:mod:`bench.stats`) and
+# the ranking across datasets and folds (:mod:`bench.ranking`) average, in one place.
+#
+# A per-query frame (columns ``dataset, fold, seed, method, query``, one
+# column per metric, ``<metric>:dropped``, sometimes ``<metric>:weight``) of one dataset (or one
+# fold of it) is averaged by these rules:
+#
+# 1. **Design** (:func:`check_design`): no duplicate ``(dataset, fold, seed, method, query)`` row;
+#    every method covers the same ``(fold, query)`` keys and, within a method, every seed covers
+#    them all (else ``ValueError`` naming the method and the missing keys: never a silent inner join).
+# 2. **Dropped queries**: a ``(fold, query)`` is excluded from a metric, for *every* method, when
+#    any of its rows marks it dropped (``<metric>:dropped``); drops depend on the labels only, so
+#    in practice all rows agree, and excluding the union keeps the pairing exact even if not.
+# 3. **Means** (:func:`paired_values`, :func:`seed_means`): a method's per-query value is its mean
+#    over seeds; each ``(method, seed)``'s mean is the plain mean over the kept queries, or, for a
+#    **pooled** metric (a ``<metric>:weight`` column: TF-Ranking's OPA and ARP), the weighted mean
+#    :math:`\sum_q w_q v_q / \sum_q w_q`, whose weights come from the labels only and so must be the
+#    same for every method and seed (:func:`_pooling_weights`, else ``ValueError``).
+# 4. **Seed spread** (:func:`std_over_seeds`): the sample standard deviation (ddof 1; 0 with one
+#    seed) of a method's per-seed means.
+
+#: two values closer than this are equal (pooling weights; the statistics' ties)
+TIE_TOL = 1e-12
+
+
+def _examples(keys) -> str:
+    keys = sorted(keys, key=str)
+    shown = ", ".join(f"(fold {f!r}, query {q!r})" for f, q in keys[:5])
+    return shown + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
+
+
+def check_design(frame: pd.DataFrame, dataset) -> None:
+    """Same (fold, query) keys for every method and every seed; no duplicate rows."""
+    dup = frame.duplicated(list(KEY_COLUMNS))
+    if dup.any():
+        first = frame.loc[dup, list(KEY_COLUMNS)].iloc[0].to_dict()
+        raise ValueError(f"dataset {dataset!r}: {int(dup.sum())} duplicate rows, e.g. {first}")
+    n_keys = len(frame[["fold", "query"]].drop_duplicates())
+    per_method = frame.groupby("method", sort=False)[["fold", "query"]].apply(
+        lambda f: len(f.drop_duplicates()))
+    for method, count in per_method.items():
+        if count < n_keys:  # error path: name the missing keys
+            all_keys = set(zip(frame["fold"], frame["query"]))
+            mf = frame[frame["method"] == method]
+            lacking = all_keys - set(zip(mf["fold"], mf["query"]))
+            raise ValueError(
+                f"dataset {dataset!r}: method {method!r} lacks {len(lacking)} of the "
+                f"{n_keys} test queries that other methods have: {_examples(lacking)}; "
+                "every method must be evaluated on the same queries"
+            )
+    sizes = frame.groupby(["method", "seed"], sort=False).size()
+    for (method, s), size in sizes.items():
+        if size != n_keys:
+            mf = frame[frame["method"] == method]
+            sf = mf[mf["seed"] == s]
+            lacking = set(zip(mf["fold"], mf["query"])) - set(zip(sf["fold"], sf["query"]))
+            raise ValueError(
+                f"dataset {dataset!r}: method {method!r} seed {s!r} lacks queries "
+                f"{_examples(lacking)} that its other seeds "
+                f"({sorted(map(str, pd.unique(mf['seed'])))}) have"
+            )
+
+
+def paired_values(frame: pd.DataFrame, dataset, metric: str, methods: Sequence[str]):
+    """Rules 1-3 of this section (design and averages): ``(wide, per_seed, weights)`` -- per-query values
+    averaged over seeds (rows ``(fold, query)`` kept for every method, columns ``methods``), the
+    (pooled, for a pooled metric) mean of each ``(method, seed)``, and a pooled metric's
+    per-query weights (None: a plain mean)."""
+    values = frame[metric].to_numpy(dtype=np.float64)
+    if np.isnan(values).any():
+        bad = frame.loc[np.isnan(values), ["method", "fold", "seed", "query"]].iloc[0].to_dict()
+        raise ValueError(f"dataset {dataset!r}, metric {metric!r}: NaN value at {bad}")
+    drop_col = metric + ":dropped"
+    kept = frame
+    if drop_col in frame.columns:
+        # a key dropped by any row is dropped for every method (pairing stays exact)
+        dropped = frame.groupby(["fold", "query"], sort=False)[drop_col].any()
+        dropped_keys = dropped.index[dropped.to_numpy(bool)]
+        if len(dropped_keys):
+            keys = pd.MultiIndex.from_arrays([frame["fold"], frame["query"]])
+            kept = frame[~keys.isin(dropped_keys)]
+    if kept.empty:
+        raise ValueError(f"dataset {dataset!r}, metric {metric!r}: every query is dropped")
+    # per-query values averaged over seeds: rows (fold, query), columns methods
+    wide = kept.groupby(["fold", "query", "method"], sort=True)[metric].mean().unstack("method")
+    wide = wide[list(methods)]
+    weights = _pooling_weights(kept, dataset, metric, wide.index)
+    if weights is None:
+        per_seed = kept.groupby(["method", "seed"], sort=False)[metric].mean()
+    else:  # each seed's pooled mean
+        row_w = _aligned(kept, wide.index, weights)
+        sums = kept.assign(_wv=kept[metric].to_numpy() * row_w, _w=row_w).groupby(["method", "seed"], sort=False)
+        per_seed = sums["_wv"].sum() / sums["_w"].sum()
+    return wide, per_seed, weights
+
+
+def _pooling_weights(kept: pd.DataFrame, dataset, metric: str, keys: pd.Index) -> np.ndarray | None:
+    """A pooled metric's per-query weights, aligned to ``keys`` (None: a plain mean).
+
+    A weight is a function of the query's labels (OPA: its pairs with different labels; ARP:
+    its label sum), so every method and seed must carry the same weight for a query; a
+    frame where they differ was not graded from the same test split and is refused.
+    """
+    from bench.metrics import weight_column  # (bench.metrics imports SciPy: only when averaging)
+
+    column = weight_column(metric)
+    if column not in kept.columns:
+        return None
+    spread = kept.groupby(["fold", "query"], sort=True)[column].agg(["min", "max"])
+    differ = spread.index[(spread["max"] - spread["min"]).abs().to_numpy() > TIE_TOL * spread["max"].abs().clip(lower=1)]
+    if len(differ):
+        raise ValueError(f"dataset {dataset!r}, metric {metric!r}: the pooling weight ({column}) differs between "
+                         f"methods or seeds at {_examples(list(differ))}; the per-query frames were not graded on "
+                         "the same test lists")
+    weights = spread["min"].reindex(keys).to_numpy(np.float64)
+    if np.isnan(weights).any() or (weights < 0).any() or weights.sum() <= 0:
+        raise ValueError(f"dataset {dataset!r}, metric {metric!r}: {column} must be finite, >= 0 and not all 0")
+    return weights
+
+
+def _aligned(frame: pd.DataFrame, keys: pd.Index, values: np.ndarray) -> np.ndarray:
+    """``values`` (one per ``(fold, query)`` key of ``keys``) for every row of ``frame``."""
+    rows = pd.MultiIndex.from_arrays([frame["fold"], frame["query"]])
+    return values[keys.get_indexer(rows)]
+
+
+def seed_means(frame: pd.DataFrame, dataset, metric: str, methods: Sequence[str]) -> pd.Series:
+    r"""Each ``(method, seed)``'s mean of ``metric`` over ``frame`` (the per-query rows of one
+    dataset, or of one fold of it), exactly as :func:`bench.stats.significance` averages them: the design
+    checked (every method and seed on the same ``(fold, query)`` keys), a query dropped for any
+    row dropped for every method (step 1), and a pooled metric's weighted mean
+    :math:`\sum_q w_q v_q / \sum_q w_q` ("Pooled metrics"). The cross-dataset ranking
+    (:mod:`bench.ranking`) reads its per-block means here, so that a mean is never computed
+    two ways.
+
+    >>> pq = pd.DataFrame({"dataset": "d", "fold": 1, "seed": [0, 0, 1, 1], "query": [0, 1] * 2,
+    ...                    "method": "a", "mrr": [1.0, 0.5, 0.5, 0.5], "mrr:dropped": [False, True] * 2})
+    >>> seed_means(pq, "d", "mrr", ["a"]).to_dict()  # query 1 dropped: each seed's mean of query 0
+    {('a', 0): 1.0, ('a', 1): 0.5}
+    """
+    check_design(frame, dataset)
+    return paired_values(frame, dataset, metric, methods)[1]
+
+
+def std_over_seeds(per_seed: pd.Series, method: str) -> tuple[float, int]:
+    """Sample standard deviation (ddof 1; 0 with one seed) of a method's per-seed means (a
+    :func:`seed_means` series), and its seed count.
+
+    >>> std_over_seeds(pd.Series({("a", 0): 1.0, ("a", 1): 0.5}), "a")
+    (0.3535533905932738, 2)
+    """
+    seed_means = per_seed.loc[method].to_numpy()
+    return (float(np.std(seed_means, ddof=1)) if len(seed_means) > 1 else 0.0), len(seed_means)

@@ -80,8 +80,11 @@ from bench.choices import CORRECTIONS, TESTS
 from bench.data.integrity import verify
 from bench.errors import UsageError
 from bench.metrics import higher_is_better as metric_direction
-from bench.metrics import is_metric_column, weight_column
-from bench.results import INFO_COLUMNS, KEY_COLUMNS, read_frames, read_record, write_frame
+from bench.metrics import is_metric_column
+from bench.results import INFO_COLUMNS, KEY_COLUMNS, read_frames, read_record, std_over_seeds, write_frame
+from bench.results import TIE_TOL as _TIE_TOL
+from bench.results import check_design as _check_design
+from bench.results import paired_values as _paired_values
 from bench.seeds import derive_seed
 
 RESULT_COLUMNS = (
@@ -89,7 +92,6 @@ RESULT_COLUMNS = (
     "p_adjusted", "ci_low", "ci_high", "is_best", "not_worse", "wins", "ties", "losses",
     "n_seeds", "test", "correction", "alpha",
 )
-_TIE_TOL = 1e-12
 
 
 # ------------------------------------------------------------------------------------------
@@ -288,83 +290,6 @@ def _direction(metric: str, higher_is_better) -> bool:
     return bool(higher_is_better)
 
 
-def _examples(keys) -> str:
-    keys = sorted(keys, key=str)
-    shown = ", ".join(f"(fold {f!r}, query {q!r})" for f, q in keys[:5])
-    return shown + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
-
-
-def _check_design(frame: pd.DataFrame, dataset) -> None:
-    """Same (fold, query) keys for every method and every seed; no duplicate rows."""
-    dup = frame.duplicated(list(KEY_COLUMNS))
-    if dup.any():
-        first = frame.loc[dup, list(KEY_COLUMNS)].iloc[0].to_dict()
-        raise ValueError(f"dataset {dataset!r}: {int(dup.sum())} duplicate rows, e.g. {first}")
-    n_keys = len(frame[["fold", "query"]].drop_duplicates())
-    per_method = frame.groupby("method", sort=False)[["fold", "query"]].apply(
-        lambda f: len(f.drop_duplicates()))
-    for method, count in per_method.items():
-        if count < n_keys:  # error path: name the missing keys
-            all_keys = set(zip(frame["fold"], frame["query"]))
-            mf = frame[frame["method"] == method]
-            lacking = all_keys - set(zip(mf["fold"], mf["query"]))
-            raise ValueError(
-                f"dataset {dataset!r}: method {method!r} lacks {len(lacking)} of the "
-                f"{n_keys} test queries that other methods have: {_examples(lacking)}; "
-                "every method must be evaluated on the same queries"
-            )
-    sizes = frame.groupby(["method", "seed"], sort=False).size()
-    for (method, s), size in sizes.items():
-        if size != n_keys:
-            mf = frame[frame["method"] == method]
-            sf = mf[mf["seed"] == s]
-            lacking = set(zip(mf["fold"], mf["query"])) - set(zip(sf["fold"], sf["query"]))
-            raise ValueError(
-                f"dataset {dataset!r}: method {method!r} seed {s!r} lacks queries "
-                f"{_examples(lacking)} that its other seeds "
-                f"({sorted(map(str, pd.unique(mf['seed'])))}) have"
-            )
-
-
-def _paired_values(frame: pd.DataFrame, dataset, metric: str, methods: Sequence[str]):
-    """Steps 1-2 of the module docstring: ``(wide, per_seed, weights)`` -- per-query values
-    averaged over seeds (rows ``(fold, query)`` kept for every method, columns ``methods``), the
-    (pooled, for a pooled metric) mean of each ``(method, seed)``, and a pooled metric's
-    per-query weights (None: a plain mean; "Pooled metrics" above)."""
-    values = frame[metric].to_numpy(dtype=np.float64)
-    if np.isnan(values).any():
-        bad = frame.loc[np.isnan(values), ["method", "fold", "seed", "query"]].iloc[0].to_dict()
-        raise ValueError(f"dataset {dataset!r}, metric {metric!r}: NaN value at {bad}")
-    drop_col = metric + ":dropped"
-    kept = frame
-    if drop_col in frame.columns:
-        # a key dropped by any row is dropped for every method (pairing stays exact)
-        dropped = frame.groupby(["fold", "query"], sort=False)[drop_col].any()
-        dropped_keys = dropped.index[dropped.to_numpy(bool)]
-        if len(dropped_keys):
-            keys = pd.MultiIndex.from_arrays([frame["fold"], frame["query"]])
-            kept = frame[~keys.isin(dropped_keys)]
-    if kept.empty:
-        raise ValueError(f"dataset {dataset!r}, metric {metric!r}: every query is dropped")
-    # per-query values averaged over seeds: rows (fold, query), columns methods
-    wide = kept.groupby(["fold", "query", "method"], sort=True)[metric].mean().unstack("method")
-    wide = wide[list(methods)]
-    weights = _pooling_weights(kept, dataset, metric, wide.index)
-    if weights is None:
-        per_seed = kept.groupby(["method", "seed"], sort=False)[metric].mean()
-    else:  # each seed's pooled mean
-        row_w = _aligned(kept, wide.index, weights)
-        sums = kept.assign(_wv=kept[metric].to_numpy() * row_w, _w=row_w).groupby(["method", "seed"], sort=False)
-        per_seed = sums["_wv"].sum() / sums["_w"].sum()
-    return wide, per_seed, weights
-
-
-def _std_over_seeds(per_seed: pd.Series, method: str) -> tuple[float, int]:
-    """Sample standard deviation (ddof 1; 0 with one seed) of a method's per-seed means, and its seed count."""
-    seed_means = per_seed.loc[method].to_numpy()
-    return (float(np.std(seed_means, ddof=1)) if len(seed_means) > 1 else 0.0), len(seed_means)
-
-
 def _record(diff: np.ndarray) -> dict[str, int]:
     """Per-query wins, ties (within 1e-12) and losses of a difference oriented so that > 0 is better."""
     return {"wins": int(np.count_nonzero(diff > _TIE_TOL)), "ties": int(np.count_nonzero(np.abs(diff) <= _TIE_TOL)),
@@ -392,7 +317,7 @@ def _one_table(frame, dataset, metric, methods, hib, *, test, correction, alpha,
     rows = []
     for method in methods:
         vals = wide[method].to_numpy()
-        std, n_seeds = _std_over_seeds(per_seed, method)
+        std, n_seeds = std_over_seeds(per_seed, method)
         is_best = method == best
         if is_best:
             p, pa, lo, hi = 1.0, 1.0, 0.0, 0.0
@@ -411,34 +336,6 @@ def _one_table(frame, dataset, metric, methods, hib, *, test, correction, alpha,
             "n_seeds": n_seeds, "test": test, "correction": correction, "alpha": alpha,
         })
     return rows
-
-
-def _pooling_weights(kept: pd.DataFrame, dataset, metric: str, keys: pd.Index) -> np.ndarray | None:
-    """A pooled metric's per-query weights, aligned to ``keys`` (None: a plain mean).
-
-    A weight is a function of the query's labels (OPA: its pairs with different labels; ARP:
-    its label sum), so every method and seed must carry the same weight for a query; a
-    frame where they differ was not graded from the same test split and is refused.
-    """
-    column = weight_column(metric)
-    if column not in kept.columns:
-        return None
-    spread = kept.groupby(["fold", "query"], sort=True)[column].agg(["min", "max"])
-    differ = spread.index[(spread["max"] - spread["min"]).abs().to_numpy() > _TIE_TOL * spread["max"].abs().clip(lower=1)]
-    if len(differ):
-        raise ValueError(f"dataset {dataset!r}, metric {metric!r}: the pooling weight ({column}) differs between "
-                         f"methods or seeds at {_examples(list(differ))}; the per-query frames were not graded on "
-                         "the same test lists")
-    weights = spread["min"].reindex(keys).to_numpy(np.float64)
-    if np.isnan(weights).any() or (weights < 0).any() or weights.sum() <= 0:
-        raise ValueError(f"dataset {dataset!r}, metric {metric!r}: {column} must be finite, >= 0 and not all 0")
-    return weights
-
-
-def _aligned(frame: pd.DataFrame, keys: pd.Index, values: np.ndarray) -> np.ndarray:
-    """``values`` (one per ``(fold, query)`` key of ``keys``) for every row of ``frame``."""
-    rows = pd.MultiIndex.from_arrays([frame["fold"], frame["query"]])
-    return values[keys.get_indexer(rows)]
 
 
 # ------------------------------------------------------------------------------------------
@@ -534,8 +431,8 @@ def _versus_row(wide, per_seed, weights, dataset, metric, method, ref, hib, *, t
                        seed=derive_seed("permutation", seed, dataset, metric, method, ref))
     lo, hi = bootstrap_ci(vals, ref_vals, n_boot=n_boot, confidence=confidence, weights=weights,
                           seed=derive_seed("bootstrap", seed, dataset, metric, method, ref))
-    std, n_seeds = _std_over_seeds(per_seed, method)
-    ref_std, _ = _std_over_seeds(per_seed, ref)
+    std, n_seeds = std_over_seeds(per_seed, method)
+    ref_std, _ = std_over_seeds(per_seed, ref)
     mean, ref_mean = float(np.sum(w * vals) / w.sum()), float(np.sum(w * ref_vals) / w.sum())
     return {
         "dataset": dataset, "metric": metric, "method": method, "reference": ref,

@@ -39,7 +39,7 @@ LAYERS: dict[str, int] = {
     "bench.overhead": 1, "bench.data": 1, "bench.losses": 1, "bench.metrics": 1, "bench.models": 1,
     "bench.config": 2, "bench.results": 2,
     "bench.training": 3, "bench.evaluate": 3, "bench.stats": 3, "bench.frozen": 3, "bench.curves": 3,
-    "bench.selection": 3,
+    "bench.selection": 3, "bench.ranking": 3,
     "bench.report": 4,
     "bench.perf": 5,
     "bench.costs": 6,

@@ -78,6 +78,11 @@ rule quality_cost_figure:
         lambda w: figure_outputs("quality_cost_figure"),
 
 
+rule cd_diagram:
+    input:
+        lambda w: figure_outputs("cd_diagram"),
+
+
 # the quality-cost figure's table: a statistics table's means and seed intervals beside the
 # seconds per epoch and peak memory of its own runs (run.json); nothing is trained
 rule quality_cost:

@@ -82,7 +82,8 @@ rule arf_table8:
 
 
 # Tables computed from something other than paired statistics (`computed_tables:` in the
-# config): NeuralSort's toy sort, the datasets' statistics, the runs' time and memory records.
+# config): NeuralSort's toy sort, the datasets' statistics, the runs' time and memory records,
+# a table's ranking across datasets and folds.
 rule computed_table:
     input:
         files=computed_table_inputs,
@@ -122,6 +123,32 @@ rule neuralndcg_table2:
 rule arf_table9:
     input:
         lambda w: computed_table_outputs("arf_table9"),
+
+
+rule ranking_table:
+    input:
+        lambda w: computed_table_outputs("ranking_table"),
+
+
+# issue 40: one ranking of a statistics table's methods across its datasets and folds (mean ranks,
+# Friedman, Nemenyi, critical difference: bench/ranking.py), from its evaluated frames; the
+# computed table ranking_table renders it, the figure cd_diagram draws it
+rule ranking:
+    input:
+        lambda w: _planned(plan.ranking_inputs)(),
+    output:
+        plan.RANKING,
+    params:
+        spec=lambda w: _sorted_json(_planned(plan.ranking_spec)()),
+    log:
+        "results/logs/tables/ranking.log",
+    group: cluster_group("ranking")
+    resources:
+        **cluster_resources("ranking"),
+    conda:
+        "../environment.yml"
+    shell:
+        "ltr-bench ranking --inputs {input} --spec {params.spec:q} --out {output} > {log} 2>&1"
 
 
 rule toy_sort:

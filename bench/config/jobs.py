@@ -192,14 +192,20 @@ class _Jobs:
             plan.quality_cost_inputs(self.config)  # its table enabled, its dataset the table's: as the rule checks
             self.table(spec["table"], render=False)  # its statistics and its runs (every dataset's)
             self.add("quality_cost", plan.QUALITY_COST)
+        elif figure == "cd_diagram":
+            plan.cd_diagram_inputs(self.config)  # its metrics ranked, the ranking enabled: as the rule checks
+            self.ranking()
         else:
             self.add("loss_curves", plan.LOSS_CURVES)
 
     def computed_table(self, name: str) -> None:
-        """A table of ``computed_tables:``: the toy table, every prepared fold, or the runs it reads."""
+        """A table of ``computed_tables:``: the toy table, every prepared fold, the runs it reads, or
+        the ranking of a table's evaluated frames."""
         kind = plan.COMPUTED_TABLES[name][0]
         with self.upstream() as inputs:
-            if kind == "toy_sort":
+            if kind == "ranking":
+                self.ranking()
+            elif kind == "toy_sort":
                 self.add("toy_sort", plan.TOY_SORT)
             elif kind == "datasets":
                 for dataset in plan.study_datasets(self.config):
@@ -217,6 +223,14 @@ class _Jobs:
                         for method in ev.tuned:
                             self.tuning(ev.experiment, dataset, method)
         self.add("computed_table", plan.computed_table_outputs(self.config, name)[0], inputs, table=name)
+
+    def ranking(self) -> None:
+        """Rule ``ranking`` (issue 40): the ranked table's evaluated frames, ranked across datasets and folds."""
+        table = plan.ranking_source(self.config)
+        with self.upstream() as evaluated:
+            for dataset in plan.table_datasets(self.config, table):
+                self.evaluation(table, dataset)
+        self.add("ranking", plan.RANKING, evaluated)
 
     def freeze(self) -> None:
         for dataset in plan.freeze_datasets(self.config):

@@ -71,13 +71,15 @@ COMPUTED_TABLES = {
     "neuralndcg_table1": ("toy_sort", "NeuralNDCG (Pobrotyn & Bialobrzeski 2021) Table 1"),
     "neuralndcg_table2": ("datasets", "NeuralNDCG (Pobrotyn & Bialobrzeski 2021) Table 2"),
     "arf_table9": ("run_costs", "ARF (Wang et al. 2024) Appendix Table 9"),
+    "ranking_table": ("ranking", None),  # issue 40: this suite's own, across datasets and folds
 }
 # PiRank Fig. 13 (temperature annealing, tau = 1e12) and SinkProp Fig. 2 as curves
 FIGURES += ("annealing_figure", "letor_curves")
 # Issue 35: quality against cost per loss, from a statistics table's own runs (no training)
 FIGURES += ("quality_cost_figure",)
+FIGURES += ("cd_diagram",)  # issue 40: the critical-difference diagram of ranking_table
 # figures of this suite's own, reproducing no paper figure (as TABLE_SOURCES' None for tables)
-OWN_FIGURES: tuple[str, ...] = ("quality_cost_figure",)
+OWN_FIGURES: tuple[str, ...] = ("quality_cost_figure", "cd_diagram")
 
 
 # ----------------------------------------------------------------------------- methods and roles
@@ -778,6 +780,8 @@ def figure_spec(config: dict[str, Any], figure: str) -> dict[str, Any]:
         return heatmap_spec(config)
     if figure == "quality_cost_figure":
         return quality_cost_figure_spec(config)
+    if figure == "cd_diagram":
+        return cd_diagram_spec(config)
     return {}
 
 
@@ -813,6 +817,8 @@ def figure_inputs(config: dict[str, Any], figure: str) -> list[str]:
         return evaluated_files(config, figure, [ds for ds, _ in heatmap_datasets(config)])
     if figure == "quality_cost_figure":
         return [QUALITY_COST]
+    if figure == "cd_diagram":
+        return cd_diagram_inputs(config)
     return [LOSS_CURVES]
 
 
@@ -988,6 +994,8 @@ def computed_table_inputs(config: dict[str, Any], name: str) -> list[str]:
     """The files a computed table reads: the toy table, the prepared folds, or the runs' records."""
     computed_table_outputs(config, name)  # enabled?
     kind = COMPUTED_TABLES[name][0]
+    if kind == "ranking":
+        return ranking_table_inputs(config)
     if kind == "toy_sort":
         return [TOY_SORT]
     if kind == "datasets":
@@ -1010,6 +1018,8 @@ def computed_table_spec(config: dict[str, Any], name: str) -> dict[str, Any]:
         out["datasets"] = [{"name": ds, "label": config["datasets"][ds].get("label", ds),
                             "source": config["datasets"][ds]["source"], "role": compared.get(ds),
                             "folds": prepared_folds(config, ds)} for ds in study_datasets(config)]
+    elif kind == "ranking":
+        out.update(ranking_table_spec(config))
     else:
         dataset, runs = _cost_runs(config)
         table = spec["table"]
@@ -1559,3 +1569,114 @@ def quality_cost_figure_spec(config: dict[str, Any]) -> dict[str, Any]:
             "dataset_label": config["datasets"][dataset].get("label", dataset),
             "folds": evaluation(config, table, dataset).folds, "seeds": table_seeds(config, table),
             "batch_size": train["batch_size"], "list_size": train["list_size"]}
+
+
+# ----------------------------------------------------------------------------- ranking across datasets and folds (issue 40)
+# bench/ranking.py ranks a statistics table's methods in each dataset-fold block of its evaluated
+# frames (mean ranks, Friedman, Nemenyi, critical difference); `ltr-bench ranking` (rule `ranking`)
+# writes RANKING, the computed table `ranking_table` renders it and the figure `cd_diagram` draws it
+
+RANKING = "results/tables/ranking_table.parquet"
+RANKING_KEY = "computed_tables.ranking_table"
+#: the smallest design ranked: 2 blocks (one has no spread of ranks to test) and 3 methods (the
+#: Friedman test compares three or more; scipy refuses fewer); bench.ranking checks the frames too
+RANKING_MIN_BLOCKS, RANKING_MIN_METHODS = 2, 3
+
+
+def ranking_source(config: dict[str, Any]) -> str:
+    """The statistics table ``ranking_table`` ranks (``computed_tables.ranking_table.table``):
+    enabled, with at least :data:`RANKING_MIN_BLOCKS` dataset-fold blocks and
+    :data:`RANKING_MIN_METHODS` methods, else a ConfigError naming that key and what is needed."""
+    computed_table_outputs(config, "ranking_table")  # enabled?
+    key, table = f"{RANKING_KEY}.table", config["computed_tables"]["ranking_table"]["table"]
+    if table not in enabled_tables(config):
+        raise ConfigError(f"config key '{key}': {table!r} is not an enabled statistics table "
+                          f"(enabled: {', '.join(enabled_tables(config))})")
+    blocks, methods = ranking_blocks(config, table), table_methods(config, table)
+    if len(blocks) < RANKING_MIN_BLOCKS:
+        raise ConfigError(f"config key '{key}': ranking across datasets and folds needs at least {RANKING_MIN_BLOCKS} "
+                          f"dataset-fold blocks, table {table} is evaluated on {len(blocks)} ({', '.join(blocks)}); "
+                          f"give tables.{table} more datasets or folds, or rank another table")
+    if len(methods) < RANKING_MIN_METHODS:
+        raise ConfigError(f"config key '{key}': the Friedman test needs at least {RANKING_MIN_METHODS} methods, "
+                          f"table {table} has {len(methods)}")
+    return table
+
+
+def ranking_blocks(config: dict[str, Any], table: str) -> list[str]:
+    """The blocks of ``table``'s evaluated frames, ``<dataset>/<fold>`` (one per test list size L_test
+    where the table cuts the test lists: the frames' datasets are then one per L_test)."""
+    sizes = config["tables"][table].get("list_sizes") or [None]
+    return [f"{ds}/{fold}" + (f" (L_test = {size})" if size else "") for ds in table_datasets(config, table)
+            for fold in evaluation(config, table, ds).folds for size in sizes]
+
+
+def ranking_metrics(config: dict[str, Any]) -> list[str]:
+    """``computed_tables.ranking_table.metrics`` (default: the ranked table's), each one its frames grade."""
+    table = ranking_source(config)
+    chosen = config["computed_tables"]["ranking_table"].get("metrics") or config["tables"][table]["metrics"]
+    graded = evaluation(config, table, table_datasets(config, table)[0]).metrics
+    absent = [m for m in chosen if m not in graded]
+    if absent:
+        raise ConfigError(f"config key '{RANKING_KEY}.metrics': {absent} are not graded in table {table}'s "
+                          f"evaluated frames ({', '.join(graded)})")
+    return list(chosen)
+
+
+def ranking_inputs(config: dict[str, Any]) -> list[str]:
+    """What ``ltr-bench ranking`` reads: every evaluated frame of the ranked table (the runs its
+    evaluation keeps: a method selected on validation by its chosen point's)."""
+    table = ranking_source(config)
+    return evaluated_files(config, table, table_datasets(config, table))
+
+
+def ranking_spec(config: dict[str, Any]) -> dict[str, Any]:
+    """``ltr-bench ranking``'s spec: the table, its methods in order, the metrics, alpha and the config key."""
+    table = ranking_source(config)
+    return {"table": table, "methods": table_methods(config, table), "metrics": ranking_metrics(config),
+            "alpha": config["computed_tables"]["ranking_table"]["alpha"], "key": f"{RANKING_KEY}.table"}
+
+
+def ranking_table_inputs(config: dict[str, Any]) -> list[str]:
+    """The computed table ``ranking_table`` reads the ranking alone."""
+    ranking_source(config)
+    return [RANKING]
+
+
+def _ranking_subject(config: dict[str, Any], table: str) -> dict[str, Any]:
+    """What the ranking's table and figure name: the ranked table, its datasets, methods, seeds, blocks."""
+    return {"table": table, "table_title": config["tables"][table].get("title", table), "profile": config["profile"],
+            "datasets": [{"name": ds, "label": config["datasets"][ds].get("label", ds)}
+                         for ds in table_datasets(config, table)],
+            "list_sizes": list(config["tables"][table].get("list_sizes") or []),
+            "methods": method_labels(config, table_methods(config, table)), "seeds": table_seeds(config, table),
+            "blocks": ranking_blocks(config, table)}
+
+
+def ranking_table_spec(config: dict[str, Any]) -> dict[str, Any]:
+    """What the computed table ``ranking_table`` renders besides the ranking: the ranked table's
+    datasets, methods (labels), seeds and blocks, the metrics and alpha."""
+    table = ranking_source(config)
+    return {**_ranking_subject(config, table), "metrics": ranking_metrics(config),
+            "alpha": config["computed_tables"]["ranking_table"]["alpha"], "evaluation": config["evaluation"],
+            "conventions": {ds: evaluation_convention(config, table, ds) for ds in table_datasets(config, table)}}
+
+
+def cd_diagram_inputs(config: dict[str, Any]) -> list[str]:
+    """The figure ``cd_diagram`` reads the ranking (its metrics among those ranked)."""
+    cd_diagram_spec(config)
+    return [RANKING]
+
+
+def cd_diagram_spec(config: dict[str, Any]) -> dict[str, Any]:
+    """What ``ltr-bench figure cd_diagram`` draws: one panel per metric of ``figures.cd_diagram.metrics``
+    (each ranked by ``computed_tables.ranking_table``, which must be enabled), with the labels."""
+    if "ranking_table" not in enabled_computed_tables(config):
+        raise ConfigError("config key 'figures.cd_diagram': it draws computed_tables.ranking_table, which is not "
+                          f"enabled in profile {config['profile']}")
+    ranked, wanted = ranking_metrics(config), list(config["figures"]["cd_diagram"]["metrics"])
+    absent = [m for m in wanted if m not in ranked]
+    if absent:
+        raise ConfigError(f"config key 'figures.cd_diagram.metrics': {absent} are not ranked by "
+                          f"{RANKING_KEY} (its metrics: {', '.join(ranked)})")
+    return {**_ranking_subject(config, ranking_source(config)), "metrics": wanted}

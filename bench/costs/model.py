@@ -454,6 +454,21 @@ def process(ctx: Context, job: Job) -> Projection:
     return proj
 
 
+def ranking(ctx: Context, job: Job) -> Projection:
+    """Rule ``ranking`` (``ltr-bench ranking``): it reads the evaluated frames its table's ``stats``
+    job reads and keeps per block only each method's per-seed means, then ranks and tests a
+    blocks x methods matrix: its memory is at most that job's projection (:func:`stats`, which
+    holds the same frames and more: seed-averaged per-query matrices, bootstrap resamples); its
+    time is that of a summarising step (seconds: a group-by over the rows, no resampling)."""
+    table = ctx.config["computed_tables"]["ranking_table"]["table"]
+    proj = stats(ctx, Job("stats", plan.STATS.format(table=table), {"table": table}))
+    proj.work, proj.bound = "block means, ranks, Friedman and Nemenyi tests", True
+    proj.note = f"memory: at most the stats job of {table} (same frames)"
+    if proj.seconds is not None:
+        proj.seconds = 0.0
+    return proj
+
+
 #: PiRank-NDCG's variants the scaling figure always times besides its losses (``depth1``, ``depth3``,
 #: ``depth1-fullmatrix``: :mod:`bench.perf.scaling`)
 SCALING_PIRANK_CURVES = 3
@@ -497,6 +512,8 @@ COST_MODELS: dict[str, Callable[[Context, Job], Projection]] = {
     "perf_scaling": perf_scaling,
     # issue 35: the quality-cost figure's table, from a statistics table and its runs' records
     "quality_cost": process,
+    # issue 40: a table's ranking across datasets and folds, from the frames its stats job reads
+    "ranking": ranking,
 }
 
 

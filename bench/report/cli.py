@@ -9,7 +9,8 @@ JSON object (``--spec``) that the workflow builds from the validated config.
   (:mod:`bench.report.figures`); inputs per figure: ``scaling_figure`` the perf CSV,
   ``listsize_figure`` the listsize statistics parquet, ``recall_heatmap`` the evaluated
   per-query parquet files (:mod:`bench.report.heatmap`), ``neuralndcg_curves`` the table of ``ltr-bench loss-curves``,
-  ``temperature_figure`` reads the run directories named in the spec.
+  ``temperature_figure`` reads the run directories named in the spec, ``cd_diagram`` the
+  ranking of ``ltr-bench ranking`` (:mod:`bench.report.ranking`).
 - ``computed-table NAME --input FILE ... --spec JSON --md M --tex T --html H``: render a table
   of ``computed_tables:`` (:mod:`bench.report.computed`: NeuralSort's toy sort, the datasets'
   statistics, the runs' time and memory).
@@ -147,6 +148,10 @@ def _cli_figure(args) -> int:
         from bench.report.quality_cost import quality_cost_figure
 
         fig = quality_cost_figure(read_frame(_one(inputs, name)), spec)
+    elif name == "cd_diagram":
+        from bench.report.ranking import cd_diagram
+
+        fig = cd_diagram(read_frame(_one(inputs, name)), spec)
     else:
         raise UsageError(f"unknown figure {name!r}; known: {', '.join(FIGURES)}")
     F.save(fig, args.png, args.pdf)

@@ -23,6 +23,9 @@ HTML.
   in GB (:math:`10^9` bytes); the device named by the runs. Beside them, each method's time
   relative to the first method's, ours and the paper's, since absolute seconds depend on the
   device, batch and data.
+- ``ranking`` (this suite's own, issue 40): a statistics table's methods ranked across its datasets
+  and folds (mean ranks, the Friedman and Nemenyi tests, the critical difference), from the table
+  ``ltr-bench ranking`` computed (:mod:`bench.ranking`), rendered by :mod:`bench.report.ranking`.
 """
 
 from __future__ import annotations
@@ -231,11 +234,19 @@ def run_cost_table(inputs: list[str], spec: dict[str, Any], paper: pd.DataFrame 
     return Table(spec["name"], spec["title"], caption, [Block(spec["label"], header, rows)])
 
 
+def ranking_table(inputs: list[str], spec: dict[str, Any], paper: pd.DataFrame | None) -> Table:
+    """The ranking across datasets and folds (:mod:`bench.report.ranking`; matplotlib loaded only here)."""
+    from bench.report.ranking import ranking_table as build_ranking
+
+    return build_ranking(inputs, spec, paper)
+
+
 #: kind (bench.config.plan.COMPUTED_TABLES) -> builder(input files, spec, paper numbers)
 BUILDERS: dict[str, Callable[[list[str], dict[str, Any], pd.DataFrame | None], Table]] = {
     "toy_sort": toy_sort_table,
     "datasets": dataset_table,
     "run_costs": run_cost_table,
+    "ranking": ranking_table,
 }
 
 

@@ -48,7 +48,8 @@ SLOW = pytest.mark.slow
                                                  pytest.param("default", "arf_table9", marks=SLOW),
                                                  pytest.param("default", "annealing_figure", marks=SLOW),
                                                  pytest.param("paper", "letor_curves", marks=SLOW),
-                                                 pytest.param("paper", "arf_table6", marks=SLOW)])
+                                                 pytest.param("paper", "arf_table6", marks=SLOW),
+                                                 pytest.param("paper", "cd_diagram", marks=SLOW)])
 def test_jobs_equal_snakemakes_dag(profile, target):
     expected = snakemake_counts(target, PROFILES[profile])
     expected.pop(target, None)  # the target rule itself (all, or a named table/figure)
@@ -78,7 +79,9 @@ def test_paper_profile_counts_of_the_issue():
         2917 + 72 + 162 + 2 + 936 + 468 + 312 + 48 + 6 + 19 * 26 * 12, 359 + 19 * 2 * 12, 45, 54)
     # one choice and one chosen configuration's run config per tuned method and dataset
     assert (got["tune"], got["tuned_config"], got["tuning_summary"]) == (28 * 12, 28 * 12, 1)
-    assert (got["computed_table"], got["toy_sort"], got["coverage"], got["quality_cost"]) == (3, 1, 1, 1)
+    # + the ranking of the unified table across its 52 dataset folds (ranking_table, cd_diagram), issue 40
+    assert (got["computed_table"], got["toy_sort"], got["coverage"], got["quality_cost"], got["ranking"]) == (
+        4, 1, 1, 1, 1)
     # one choice per (table, dataset, fold) with a grid: ARF Table 2 and PiRank Table 1 on two datasets
     assert (got["select"], got["selection_table"]) == (4, 2)
 

@@ -399,3 +399,69 @@ def test_quality_cost_figure_reads_the_unified_tables_statistics_and_its_runs_re
     off = cv.load_config(overrides={"figures": {"quality_cost_figure": {"table": "pirank_table1", "dataset": "ohsumed"}}})
     with pytest.raises(ConfigError, match="figures.quality_cost_figure.dataset': 'ohsumed' is not a dataset"):
         plan.quality_cost_inputs(off)
+
+
+# ----------------------------------------------------------------------------- ranking across datasets (issue 40)
+
+THREE_BLOCKS = {"datasets": {"syn-letor": {"enabled": True}}, "computed_tables": {"ranking_table": {"enabled": True}},
+                "figures": {"cd_diagram": {"enabled": True}}}
+
+
+def test_the_ranking_reads_every_evaluated_frame_of_its_table_and_is_a_target_of_all():
+    cfg = cv.load_config(overrides=THREE_BLOCKS)
+    assert plan.ranking_blocks(cfg, "unified_table") == ["syn-web/Fold1", "syn-letor/Fold1", "syn-letor/Fold2"]
+    assert plan.ranking_inputs(cfg) == plan.evaluated_files(cfg, "unified_table", ["syn-web", "syn-letor"]) == [
+        "results/evaluated/unified_table/syn-web/Fold1.parquet", "results/evaluated/unified_table/syn-letor/Fold1.parquet",
+        "results/evaluated/unified_table/syn-letor/Fold2.parquet"]
+    spec = plan.ranking_spec(cfg)
+    assert spec == {"table": "unified_table", "methods": plan.table_methods(cfg, "unified_table"),
+                    "metrics": ["ndcg@1", "ndcg@5", "ndcg@10", "mrr", "opa", "arp", "recall@30@15"], "alpha": 0.05,
+                    "key": "computed_tables.ranking_table.table"}
+    assert plan.computed_table_inputs(cfg, "ranking_table") == [plan.RANKING] == plan.figure_inputs(cfg, "cd_diagram")
+    table = plan.computed_table_spec(cfg, "ranking_table")
+    assert (table["kind"], table["source"], len(table["methods"]), table["seeds"]) == ("ranking", None, 28, [0, 1])
+    assert table["blocks"] == plan.ranking_blocks(cfg, "unified_table") and table["metrics"] == spec["metrics"]
+    figure = plan.figure_spec(cfg, "cd_diagram")
+    assert figure["metrics"] == ["ndcg@10"] and figure["blocks"] == table["blocks"]
+    outputs = plan.report_inputs(cfg)
+    assert "reports/tables/ranking_table.md" in outputs and "reports/figures/cd_diagram.png" in outputs
+    assert {"ranking_table", "cd_diagram"} <= set(plan.coverage_args(cfg))
+    # the metrics default to the table's; alpha is passed on
+    mine = cv.load_config(overrides={**THREE_BLOCKS, "computed_tables": {"ranking_table": {
+        "enabled": True, "metrics": None, "alpha": 0.1}}})
+    assert plan.ranking_spec(mine)["metrics"] == mine["tables"]["unified_table"]["metrics"]
+    assert plan.ranking_spec(mine)["alpha"] == 0.1
+
+
+def test_the_ranking_runs_on_three_blocks_in_the_default_profile_and_52_in_the_paper_profile():
+    default = cv.load_config()  # the unified table on syn-web Fold1 and syn-letor Fold1, Fold2
+    assert "ranking_table" in plan.enabled_computed_tables(default) and "cd_diagram" in plan.enabled_figures(default)
+    assert plan.ranking_blocks(default, "unified_table") == ["syn-web/Fold1", "syn-letor/Fold1", "syn-letor/Fold2"]
+    paper = cv.load_config(ROOT / "config" / "paper.yaml")
+    assert len(plan.ranking_blocks(paper, "unified_table")) == 52 and len(plan.ranking_inputs(paper)) == 52
+    assert "cd_diagram" in plan.enabled_figures(paper) and plan.RANKING in plan.figure_inputs(paper, "cd_diagram")
+
+
+def test_a_ranking_needs_two_blocks_three_methods_an_enabled_table_and_ranked_metrics():
+    one_block = cv.load_config(overrides={"tables": {"unified_table": {"datasets": ["syn-web"]}}})
+    with pytest.raises(ConfigError, match=r"'computed_tables.ranking_table.table': ranking across datasets and folds "
+                                          r"needs at least 2 dataset-fold blocks, table unified_table is evaluated on 1 "
+                                          r"\(syn-web/Fold1\)"):
+        plan.computed_table_inputs(one_block, "ranking_table")
+    few = cv.load_config(overrides={**THREE_BLOCKS, "tables": {"unified_table": {"methods": ["ranknet", "listnet"]}}})
+    with pytest.raises(ConfigError, match=r"'computed_tables.ranking_table.table': the Friedman test needs at least 3"):
+        plan.ranking_spec(few)
+    other = cv.load_config(overrides={**THREE_BLOCKS, "computed_tables": {"ranking_table": {
+        "enabled": True, "table": "arf_table6"}}, "tables": {"arf_table6": {"enabled": False}}})
+    with pytest.raises(ConfigError, match=r"'computed_tables.ranking_table.table': 'arf_table6' is not an enabled"):
+        plan.ranking_inputs(other)
+    metric = cv.load_config(overrides={**THREE_BLOCKS, "computed_tables": {"ranking_table": {
+        "enabled": True, "metrics": ["ndcg@3"]}}})
+    with pytest.raises(ConfigError, match=r"'computed_tables.ranking_table.metrics': \['ndcg@3'\] are not graded"):
+        plan.ranking_spec(metric)
+    panel = cv.load_config(overrides={**THREE_BLOCKS, "figures": {"cd_diagram": {"enabled": True, "metrics": ["mrr@10"]}}})
+    with pytest.raises(ConfigError, match=r"'figures.cd_diagram.metrics': \['mrr@10'\] are not ranked"):
+        plan.figure_inputs(panel, "cd_diagram")
+    alone = cv.load_config(overrides={**THREE_BLOCKS, "computed_tables": {"ranking_table": {"enabled": False}}})
+    with pytest.raises(ConfigError, match=r"'figures.cd_diagram': it draws computed_tables.ranking_table, which is not"):
+        plan.figure_spec(alone, "cd_diagram")

@@ -43,6 +43,7 @@ def test_profiles_validate_and_defaults_are_filled():
     assert plan.enabled_tables(cfg) == list(plan.TABLES)
     assert plan.enabled_figures(cfg) == list(plan.FIGURES)
     paper = cv.load_config(ROOT / "config" / "paper.yaml")
+    assert plan.enabled_figures(paper)[-1] == "cd_diagram"
     assert paper["profile"] == "paper" and paper["gpu"] is True
     assert plan.table_datasets(paper, "pirank_table1") == ["mslr-web30k", "yahoo-set1"]
     assert plan.table_datasets(paper, "arf_table2") == ["mslr-web30k-arf", "istella-arf"]

@@ -46,8 +46,9 @@ def test_plan_without_calibration_and_bad_input_say_so(tmp_path):
     assert bad.returncode == 2 and bad.stderr.strip() == (
         "ltr-bench plan: error: unknown target 'tabel'; known: all, pirank_table1, neuralndcg_table3, arf_table2, "
         "listsize_table3, sinkprop_letor, unified_table, arf_table6, arf_table7, arf_table8, neuralndcg_table1, "
-        "neuralndcg_table2, arf_table9, scaling_figure, temperature_figure, listsize_figure, recall_heatmap, "
-        "neuralndcg_curves, annealing_figure, letor_curves, quality_cost_figure, freeze, compare")
+        "neuralndcg_table2, arf_table9, ranking_table, scaling_figure, temperature_figure, listsize_figure, "
+        "recall_heatmap, neuralndcg_curves, annealing_figure, letor_curves, quality_cost_figure, cd_diagram, freeze, "
+        "compare")
     missing = _ltr("plan", "all", "--configfile", "nope.yaml")
     assert missing.returncode == 2 and "nope.yaml: not found" in missing.stderr
 

@@ -144,3 +144,19 @@ def test_the_scaling_timings_are_bounded_by_their_own_budget():
     proj = project(Context(config, Calibration(Device("cpu", "test cpu", 1))), job)
     curves = len(PIRANK_STATED) + len(set(spec["losses"]) - {"pirank_ndcg"})
     assert proj.complete and proj.bound and proj.seconds == curves * len(spec["sizes"]) * 2 * spec["max_seconds"]
+
+
+def test_the_ranking_is_projected_as_its_tables_statistics_job():
+    """Rule ``ranking`` reads the frames its table's stats job reads: at most that job's memory, the
+    time of a summarising step (issue 40)."""
+    overrides = {"datasets": {"syn-letor": {"enabled": True}}, "computed_tables": {"ranking_table": {"enabled": True}}}
+    ctx = Context(load_config(overrides=overrides), Calibration(Device("cpu", "test cpu", 1)))
+    stats_job = Job("stats", plan.STATS.format(table="unified_table"), {"table": "unified_table"})
+    ranking, stats = project(ctx, Job("ranking", plan.RANKING, {})), project(ctx, stats_job)
+    assert ranking.missing and ranking.missing == stats.missing  # the same measurement: the table's summary
+    (kind, spec), = stats.missing.values()
+    ctx.calibration.put(kind, spec, {"sizes": spec["sizes"], "seconds": [2.0] * len(spec["sizes"]),
+                                     "peak_bytes": [3e8] * len(spec["sizes"])}, 1.0)
+    ranking, stats = project(ctx, Job("ranking", plan.RANKING, {})), project(ctx, stats_job)
+    assert ranking.host_bytes == stats.host_bytes == int(3e8) and ranking.bound
+    assert stats.seconds > 0 and ranking.seconds == 0.0 and ranking.complete

@@ -80,7 +80,8 @@ def write_ledger(ledger: str | Path, new: pd.DataFrame, specs: dict[str, dict[st
         write_frame(frame.reset_index(drop=True), Path(ledger) / f"{method}.parquet")
         record = {"method": str(method), "label": spec.get("label", str(method)), "loss": spec.get("loss"),
                   "params": spec.get("params", {}), "protocol_hash": protocol_hash, "compared_at": stamp,
-                  "budget": spec.get("budget", 1), "chosen_label": spec.get("chosen_label", "default (not tuned)")}
+                  "budget": spec.get("budget", 1), "chosen_label": spec.get("chosen_label", "default (not tuned)"
+                                                                             if spec.get("budget", 1) == 1 else "not recorded")}
         write_files({Path(ledger) / f"{method}.json": (json.dumps(record, indent=2, sort_keys=True) + "\n").encode()})
 
 
@@ -190,8 +191,9 @@ def budget_block(manifest: dict[str, Any], records: dict[str, dict[str, Any]], n
     for method in new:
         rec = records.get(method, {})
         sides[method] = int(rec.get("budget", 1))
+        fallback = "default (not tuned)" if sides[method] == 1 else "not recorded"
         rows.append([Cell(f"{labels.get(method, method)} (new)"), Cell(str(sides[method])),
-                     Cell(str(rec.get("chosen_label", "default (not tuned)")))])
+                     Cell(str(rec.get("chosen_label", fallback)))])
     frozen = []
     for method in baselines:
         facts = tuned.get(method, {"budget": 1, "chosen_label": "default (not tuned)"})

@@ -83,7 +83,7 @@ def test_paper_profile_counts_of_the_issue():
     assert (got["computed_table"], got["toy_sort"], got["coverage"], got["quality_cost"], got["ranking"]) == (
         4, 1, 1, 1, 1)
     # one choice per (table, dataset, fold) with a grid: ARF Table 2 and PiRank Table 1 on two datasets
-    assert (got["select"], got["selection_table"]) == (4, 2)
+    assert (got["select"], got["selection_table"]) == (4, 3)  # and the unified table's tuning, issue 40
 
 
 def test_a_shared_run_is_one_job_needed_by_every_target():

@@ -126,3 +126,52 @@ def test_the_page_says_where_the_baselines_were_frozen_and_how_a_rerun_here_land
     cells = [[c.text for c in row] for row in block.rows]
     assert cells == [["NDCG@10", "0.5000 (Strong)", "+0.0040 (Weak)", "0.0100"],
                      ["ARP ↓", "4.000 (Weak)", "+0.030 (Strong)", "not judged"]]
+
+
+def _tuned_study(tmp_path, budget: int):
+    """Frozen baselines tuned with ``budget`` configurations each (their manifest says so)."""
+    prepared = tmp_path / "prep" / "Fold1"
+    prepared.mkdir(parents=True)
+    (prepared / "meta.json").write_text(json.dumps({"fold": "Fold1", "fingerprint": "f" * 64}))
+    baselines = pd.concat([_frame("weak", -0.1), _frame("strong", 0.05), _frame("middle", 0.0)], ignore_index=True)
+    records = [{"fold": "Fold1", "seeds": [0], "budget": budget, "tuning": {"space_text": "train.lr log-uniform"},
+                "methods": {m: {"chosen": f"{m}+cfg2", "chosen_label": "lr = 0.003", "chosen_settings": {"train.lr": 0.003},
+                                "metric": "ndcg@10", "points": [{"name": f"{m}+cfg2", "mean": 0.5}]}}}
+               for m in ("weak", "strong", "middle")]
+    frozen = fz.freeze(baselines, tmp_path / "frozen", profile="test", dataset="syn", protocol=PROTOCOL,
+                       prepared_dirs=[prepared], platform={"cpu": "x"}, tuning=records)
+    return tmp_path, frozen, prepared
+
+
+def test_the_manifest_records_each_baselines_tuning_and_the_page_states_both_budgets(tmp_path):
+    root, frozen, prepared = _tuned_study(tmp_path, budget=3)
+    manifest = fz.read_manifest(frozen)
+    assert manifest["tuning"]["fold"] == "Fold1"
+    assert manifest["tuning"]["methods"]["strong"] == {
+        "budget": 3, "chosen": "strong+cfg2", "chosen_label": "lr = 0.003", "chosen_settings": {"train.lr": 0.003},
+        "metric": "ndcg@10", "space": "train.lr log-uniform", "validation_mean": 0.5}
+    md = _compare(root, frozen, prepared, "untuned", 0.02, "Untuned")  # new_specs without a budget: trained once
+    budgets = _block(md, "Tuning budgets")
+    assert budgets[0] == "| Untuned (new) | 1 | default (not tuned) |"
+    assert "| Strong | 3 | lr = 0.003 |" in budgets
+    assert "Unequal budgets: Untuned tried 1 configuration, the baselines 3" in md
+    assert "give the loss a search space (compare.losses.<i>.search)" in md
+
+
+def test_equal_budgets_raise_no_warning_and_the_intervals_are_simultaneous_over_the_baselines(tmp_path):
+    root, frozen, prepared = _tuned_study(tmp_path, budget=3)
+    new = root / "tuned.parquet"
+    write_frame(_frame("tuned", 0.02), new)
+    spec = {"dataset": "syn", "profile": "test", "metrics": PROTOCOL["metrics"], "protocol": PROTOCOL,
+            "stats": {"n_boot": 200}, "labels": {"tuned": "Tuned"}, "threads": 1,
+            "new_specs": {"tuned": {"loss": "m:tuned", "params": {}, "label": "Tuned", "budget": 3}}}
+    args = ["compare-table", "--frozen", str(frozen), "--new", str(new), "--prepared", str(prepared),
+            "--spec", json.dumps(spec), "--ledger", str(root / "ledger"), "--reproduced", str(root / "none.json"),
+            "--stats-out", str(root / "stats.parquet"), "--md", str(root / "page.md")]
+    assert main(args) == 0
+    md = (root / "page.md").read_text()
+    assert "Unequal budgets" not in md and "| Tuned (new) | 3 | not recorded |" in md
+    assert "simultaneous CI of Δ" in md and "98.33% = 1 − 0.05/3" in md
+    stats = read_frame(root / "stats.parquet")
+    assert set(stats["confidence"]) == {1 - 0.05 / 3}  # three baselines: Bonferroni's level, as Holm adjusts p
+    assert json.loads((root / "ledger" / "tuned.json").read_text())["budget"] == 3

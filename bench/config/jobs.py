@@ -63,6 +63,8 @@ class _Jobs:
         self.by_output: dict[str, Job] = {}
         self.target = ""
         self._frames: list[list[str]] = []
+        self._tune_specs: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self._facts: dict[tuple[str, str], tuple[str, bool]] = {}
 
     def add(self, rule: str, output: str, needs: list[str] | None = None, **wildcards: Any) -> None:
         job = self.by_output.setdefault(output, Job(rule, output, wildcards, needs=list(dict.fromkeys(needs or []))))
@@ -99,10 +101,10 @@ class _Jobs:
         with self.upstream() as prepared:
             self.prepared(dataset, [fold])
         for method, seeds in runs:
-            rule = plan.run_rule(self.config, experiment, method)
+            rule, tuned = self._run_facts(experiment, method)
             run_config = plan.RUN_CONFIG.format(experiment=experiment, dataset=dataset, method=method)
             base = tuning.base_of_tuned(method)
-            if base is not None and base in plan.tuned_entries(self.config, experiment):
+            if tuned and base is not None:
                 with self.upstream() as record:
                     self.tuning(experiment, dataset, base)
                 self.add("tuned_config", run_config, record, experiment=experiment, dataset=dataset, method=method)
@@ -113,9 +115,22 @@ class _Jobs:
                 self.add(rule, out, [*prepared, run_config], experiment=experiment, dataset=dataset, fold=fold,
                          method=method, seed=seed)
 
+    def _run_facts(self, experiment: str, method: str) -> tuple[str, bool]:
+        """``(rule, is a tuned method's chosen-configuration run)`` of a run name, planned once:
+        a run is revisited by every evaluation and tuning that needs it."""
+        key = (experiment, method)
+        if key not in self._facts:
+            base = tuning.base_of_tuned(method)
+            self._facts[key] = (plan.run_rule(self.config, experiment, method),
+                                base is not None and plan.tuned_entry(self.config, experiment, base) is not None)
+        return self._facts[key]
+
     def tuning(self, experiment: str, dataset: str, method: str) -> None:
         """The ``tune`` job of one tuned method on ``dataset`` and the configurations' runs it reads."""
-        spec = plan.tune_spec(self.config, experiment, dataset, method)
+        key = (experiment, dataset, method)
+        if key not in self._tune_specs:  # a tuned method's record is needed by every fold's evaluation
+            self._tune_specs[key] = plan.tune_spec(self.config, experiment, dataset, method)
+        spec = self._tune_specs[key]
         with self.upstream() as runs:
             self.run_list(experiment, dataset, spec["fold"], [(p["run"], spec["seeds"])
                                                                for p in spec["methods"][method]["points"]])
@@ -159,7 +174,8 @@ class _Jobs:
             for out in plan.table_outputs(self.config, table)[:1]:
                 self.add("table", out, [*evaluated, stats, *summary], table=table)
             for out in plan.selection_table_outputs(self.config, table)[:1]:
-                self.add("selection_table", out, evaluated, table=table)
+                # it reads the records only (rule selection_table), and may finish before an evaluation
+                self.add("selection_table", out, plan.selection_table_inputs(self.config, table), table=table)
 
     def figure(self, figure: str) -> None:
         spec = self.config["figures"][figure]

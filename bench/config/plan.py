@@ -1331,28 +1331,43 @@ def tuning_protocol(config: dict[str, Any], dataset: str) -> dict[str, Any]:
             "space": copy.deepcopy(sec.get("space") or {})}
 
 
+def _tuning_candidates(config: dict[str, Any], experiment: str) -> list[str]:
+    """The methods ``experiment`` would tune if they have something to (:func:`tuned_entries`)."""
+    protocol = experiment_protocol(config, experiment)
+    if protocol not in tuning.tuned_protocols(config) or tuning.budget(config) < 2:
+        return []
+    if experiment == COMPARE_EXPERIMENT:
+        return [compare_method_name(e) for e in config["compare"]["losses"]]
+    names = [m for t in enabled_tables(config) if config["tables"][t]["protocol"] == protocol
+             for m in table_methods(config, t)]
+    if config.get("freeze", {}).get("protocol") == protocol:
+        names += freeze_methods(config)
+    sectioned = {m for key in kinds.protocol_kinds() for m in (config["protocols"][protocol].get(key) or {})
+                 .get("methods", [])}
+    return [m for m in _dedupe(names) if m not in sectioned]
+
+
+def tuned_entry(config: dict[str, Any], experiment: str, method: str) -> tuple[dict[str, Any], str] | None:
+    """``(entry, config key)`` of ``method`` when ``experiment`` tunes it (:func:`tuned_entries`), else None."""
+    if method not in _tuning_candidates(config, experiment):
+        return None
+    if experiment == COMPARE_EXPERIMENT:
+        index = [compare_method_name(e) for e in config["compare"]["losses"]].index(method)
+        entry, where = compare_methods(config)[method], f"compare.losses.{index}"
+        if "search" not in entry:
+            return None
+    else:
+        entry, where = config["methods"][method], f"methods.{method}"
+    return (entry, where) if len(tuning_configurations(config, method, entry, where)) > 1 else None
+
+
 def tuned_entries(config: dict[str, Any], experiment: str) -> dict[str, tuple[dict[str, Any], str]]:
     """The methods ``experiment`` tunes, each with its entry and config key: under a tuned
     protocol, the methods its enabled tables and the frozen baselines train (not those a protocol
     section trains, nor those with nothing to tune); under ``compare``, the new losses given a
     ``search`` when the frozen protocol is tuned."""
-    protocol = experiment_protocol(config, experiment)
-    if protocol not in tuning.tuned_protocols(config) or tuning.budget(config) < 2:
-        return {}
-    if experiment == COMPARE_EXPERIMENT:
-        keyed = [(compare_method_name(e), f"compare.losses.{i}") for i, e in enumerate(config["compare"]["losses"])]
-        specs = compare_methods(config)
-        entries = {name: (specs[name], where) for name, where in keyed if "search" in specs[name]}
-    else:
-        names = [m for t in enabled_tables(config) if config["tables"][t]["protocol"] == protocol
-                 for m in table_methods(config, t)]
-        if config.get("freeze", {}).get("protocol") == protocol:
-            names += freeze_methods(config)
-        entries = {m: (config["methods"][m], f"methods.{m}") for m in _dedupe(names)}
-    sectioned = {m for key in kinds.protocol_kinds() for m in (config["protocols"][protocol].get(key) or {})
-                 .get("methods", [])}
-    return {m: (entry, where) for m, (entry, where) in entries.items()
-            if m not in sectioned and len(tuning_configurations(config, m, entry, where)) > 1}
+    found = {m: tuned_entry(config, experiment, m) for m in _tuning_candidates(config, experiment)}
+    return {m: found_m for m, found_m in found.items() if found_m is not None}
 
 
 def tuning_configurations(config: dict[str, Any], method: str, entry: dict[str, Any],
@@ -1371,8 +1386,8 @@ def _configurations(key: str, method: str, where: str | None) -> tuple[tuning.Co
 
 def _tuned(config: dict[str, Any], ev: Evaluation, dataset: str) -> Evaluation:
     """``ev`` with its tuned methods' configurations, tuning fold and seeds filled in."""
-    entries = tuned_entries(config, ev.experiment)
-    tuned = {m: [c.name for c in tuning_configurations(config, m, *entries[m])] for m in ev.methods if m in entries}
+    entries = {m: tuned_entry(config, ev.experiment, m) for m in ev.methods}
+    tuned = {m: [c.name for c in tuning_configurations(config, m, *found)] for m, found in entries.items() if found}
     if not tuned:
         return ev
     return dataclasses.replace(ev, tuned=tuned, tuning_fold=tuning_fold(config, dataset),
@@ -1411,10 +1426,10 @@ def tuning_method_spec(config: dict[str, Any], experiment: str, method: str) -> 
         return None
     parsed = tuning.parse_name(method)
     base = parsed[0] if parsed else tuning.base_of_tuned(method)
-    entries = tuned_entries(config, experiment) if base else {}
-    if base not in entries:
+    found = tuned_entry(config, experiment, base) if base else None
+    if found is None:
         return None
-    entry, where = entries[base]
+    entry, where = found
     if parsed is None:
         return {k: copy.deepcopy(v) for k, v in entry.items() if k != "search"}
     configs = tuning_configurations(config, base, entry, where)
@@ -1451,10 +1466,10 @@ def tune_spec(config: dict[str, Any], experiment: str, dataset: str, method: str
     """What ``ltr-bench tune`` compares for one tuned method on one dataset: every configuration
     with its settings and its runs on the tuning fold (one per tuning seed), the metric, the
     budget and the space (written into the record)."""
-    entries = tuned_entries(config, experiment)
-    if method not in entries:
+    found = tuned_entry(config, experiment, method)
+    if found is None:
         raise ConfigError(f"method {method!r} is not tuned under {experiment!r} (config key 'tuning.protocols')")
-    entry, where = entries[method]
+    entry, where = found
     protocol = experiment_protocol(config, experiment)
     fold, seeds = tuning_fold(config, dataset), tuning_seeds(config, protocol)
     configs = tuning_configurations(config, method, entry, where)
@@ -1483,9 +1498,10 @@ def tuned_config_spec(config: dict[str, Any], experiment: str, dataset: str, met
     """What ``ltr-bench tuned-config`` writes ``<method>+tuned``'s run config from: the tuning
     record, and the run config of each configuration (its method renamed ``<method>+tuned``)."""
     base = tuning.base_of_tuned(method)
-    if base is None or base not in tuned_entries(config, experiment):
+    found = tuned_entry(config, experiment, base) if base else None
+    if found is None:
         raise ConfigError(f"{method!r} is no tuned method's chosen configuration under {experiment!r}")
-    entry, where = tuned_entries(config, experiment)[base]
+    entry, where = found
     configs = {}
     for c in tuning_configurations(config, base, entry, where):
         run = run_config(config, experiment, dataset, c.name)

@@ -50,6 +50,8 @@ exact calibration (``Context.exact``) measures 5 % and 10 % of each fold instead
 
 from __future__ import annotations
 
+import copy
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -116,6 +118,17 @@ class Context:
     #: measure every job at its own shape (:data:`EXACT_FRACTIONS`, a model step with the job's
     #: own loss): the slow calibration the fast one is checked against (``ltr-bench plan --exact``)
     exact: bool = False
+
+    #: a run config's resolved settings, by the JSON of what they are resolved from: a study
+    #: resolves the same few schedules for thousands of runs (every seed, fold and tuned configuration)
+    resolved: dict[str, Any] = field(default_factory=dict)
+
+    def resolve(self, key: list[Any], compute: Callable[[], Any]) -> Any:
+        """``compute()`` once per distinct ``key`` (JSON-equal: what the result depends on), a deep copy each time."""
+        text = json.dumps(key, sort_keys=True, default=str)
+        if text not in self.resolved:
+            self.resolved[text] = compute()
+        return copy.deepcopy(self.resolved[text])
 
     def shape(self, dataset: str, fold: str) -> FoldShape | None:
         if (dataset, fold) not in self.shapes:
@@ -263,7 +276,8 @@ def neural(ctx: Context, job: Job) -> Projection:
     shape = _fold(ctx, job, proj)
     if shape is None:
         return proj
-    train = resolve_train(run_cfg["train"], entry.get("train"), method=job.wildcards["method"])
+    train = ctx.resolve(["train", run_cfg["train"], entry.get("train")],  # the method names errors only
+                        lambda: resolve_train(run_cfg["train"], entry.get("train"), method=job.wildcards["method"]))
     model = plan.merged_model(run_cfg["model"], entry.get("model"))
     tr, va, te = (shape.splits[s] for s in ("train", "vali", "test"))
     L = train["list_size"] or tr.max_list
@@ -273,7 +287,8 @@ def neural(ctx: Context, job: Job) -> Projection:
     budget = Budget.of(train, tr.n_queries)
     steps = budget.total_steps
     tls = train["test_list_size"]
-    metrics = resolve_metrics_config(entry.get("metrics", run_cfg.get("metrics")))["names"]
+    given = entry.get("metrics", run_cfg.get("metrics"))
+    metrics = ctx.resolve(["metrics", given], lambda: resolve_metrics_config(given))["names"]
     vali_names = list(dict.fromkeys([*metrics, train["early_stopping_metric"]]))
     need = _Need(ctx, proj)
     common = {"model": model, "n_features": shape.n_features, "amp": bool(train["amp"])}

@@ -1427,7 +1427,7 @@ def tuning_method_spec(config: dict[str, Any], experiment: str, method: str) -> 
     parsed = tuning.parse_name(method)
     base = parsed[0] if parsed else tuning.base_of_tuned(method)
     found = tuned_entry(config, experiment, base) if base else None
-    if found is None:
+    if base is None or found is None:
         return None
     entry, where = found
     if parsed is None:
@@ -1499,7 +1499,7 @@ def tuned_config_spec(config: dict[str, Any], experiment: str, dataset: str, met
     record, and the run config of each configuration (its method renamed ``<method>+tuned``)."""
     base = tuning.base_of_tuned(method)
     found = tuned_entry(config, experiment, base) if base else None
-    if found is None:
+    if base is None or found is None:
         raise ConfigError(f"{method!r} is no tuned method's chosen configuration under {experiment!r}")
     entry, where = found
     configs = {}

@@ -64,8 +64,14 @@ def caption_sentence(records: list[dict[str, Any]], spec: dict[str, Any]) -> str
         by = ", ".join(dict.fromkeys(metrics))
         points = "; ".join(f"{label} ({', '.join(where)}, by {by})" for label, where in chosen.items())
         parts.append(f"{methods.get(method, method)}: {points}")
+    others = [m["label"] or m["name"] for m in spec.get("methods", []) if m["name"] not in
+              {name for rec in records for name in rec["methods"]}]
+    unequal = (f" The table's {len(others)} other method{'s' if len(others) > 1 else ''} trained at one setting "
+               "each, as the paper's protocol "
+               "does: an asymmetric search, so compare them with the selected ones with care (the unified table "
+               "tunes every method with the same budget)." if others else "")
     return ("Selected on validation (mean over seeds of each run's kept validation value): "
-            + "; ".join(parts) + ".")
+            + "; ".join(parts) + "." + unequal)
 
 
 def _roles(ds: dict[str, Any]) -> list[str]:

@@ -67,12 +67,16 @@ def test_the_caption_names_the_chosen_points_per_dataset_and_per_fold_where_they
     spec = {"methods": [{"name": "arf", "label": "ARF"}, {"name": "x", "label": "X"}],
             "datasets": [{"name": "syn-web", "label": "syn-web"}, {"name": "l", "label": "LETOR"}]}
     one = caption_sentence([record("syn-web", "Fold1", 2, [0.5, 0.625, 0.75, 0.625])], spec)
+    # the search is asymmetric (X trained at one setting), and the caption says so
+    asymmetric = (" The table's 1 other method trained at one setting each, as the paper's protocol does: an "
+                  "asymmetric search, so compare them with the selected ones with care (the unified table tunes every "
+                  "method with the same budget).")
     assert one == ("Selected on validation (mean over seeds of each run's kept validation value): "
-                   "ARF: tau = 0.8, lr = 0.01 (syn-web, by Recall@30@15 (ARF)).")
+                   "ARF: tau = 0.8, lr = 0.01 (syn-web, by Recall@30@15 (ARF))." + asymmetric)
     folds = caption_sentence([record("l", "Fold1", 0, [0.75, 0.5, 0.5, 0.5]), record("l", "Fold2", 3, [0.5, 0.5, 0.5, 0.75]),
                               record("l", "Fold3", 0, [0.75, 0.5, 0.5, 0.5])], spec)
     assert folds.endswith("ARF: tau = 0.2, lr = 0.01 (LETOR Fold1, LETOR Fold3, by Recall@30@15 (ARF)); "
-                          "tau = 0.8, lr = 0.001 (LETOR Fold2, by Recall@30@15 (ARF)).")
+                          "tau = 0.8, lr = 0.001 (LETOR Fold2, by Recall@30@15 (ARF))." + asymmetric)
     assert caption_sentence([], spec) == ""
 
 

@@ -306,3 +306,22 @@ def test_a_written_record_reads_back_with_its_digest(tmp_path):
     path = tmp_path / "r.json"
     write_record(tune(_spec(tmp_path, [[0.1, 0.2], [0.3, 0.4]])), path)
     assert read_record(path)["methods"]["m"]["chosen"] == "m+cfg2"
+
+
+def test_a_compared_loss_with_a_search_gets_the_baselines_budget_and_one_without_trains_once():
+    loss = {"name": "hinge", "loss": "examples.my_loss:pairwise_squared_hinge", "params": {"margin": 1.0},
+            "search": {"params.margin": {"low": 0.1, "high": 10.0, "scale": "log"}}}
+    untuned = {"name": "plain", "loss": "examples.my_loss:pairwise_squared_hinge", "params": {"margin": 1.0}}
+    config = cv.load_config(overrides={"compare": {"losses": [loss, untuned]}})
+    ev = plan.evaluation(config, "compare", "syn-web")
+    assert list(ev.tuned) == ["hinge"] and len(ev.tuned["hinge"]) == config["tuning"]["budget"]
+    spec = plan.tune_spec(config, "compare", "syn-web", "hinge")
+    points = spec["methods"]["hinge"]["points"]
+    assert [p["name"] for p in points] == ["hinge", "hinge+cfg2", "hinge+cfg3"]
+    assert list(points[1]["settings"]) == ["train.lr", "model.dropout", "params.margin"]
+    assert spec["tuning"] == {**plan.study_protocol(config, "unified", "syn-web")["tuning"],
+                              "method_space": spec["tuning"]["method_space"], "space_text": spec["tuning"]["space_text"]}
+    budgets = {m: s["budget"] for m, s in plan.compare_spec(config, "syn-web")["new_specs"].items()}
+    assert budgets == {"hinge": config["tuning"]["budget"], "plain": 1}
+    assert plan.run_config(config, "compare", "syn-web", "hinge+cfg2")["methods"]["hinge+cfg2"]["params"]["margin"] == \
+        points[1]["settings"]["params.margin"]

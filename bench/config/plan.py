@@ -1227,8 +1227,8 @@ def select_inputs(config: dict[str, Any], table: str, dataset: str, fold: str) -
 
 
 def selection_table_inputs(config: dict[str, Any], table: str) -> list[str]:
-    """The records the selection table shows: the grid selections' and the tuning's."""
-    return selection_files(config, table) + table_tuning_records(config, table)
+    """The records the selection table shows: the grid selections' and the tuning's (:func:`table_records`)."""
+    return table_records(config, table)
 
 
 def selection_table_outputs(config: dict[str, Any], table: str) -> list[str]:

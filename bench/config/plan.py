@@ -1451,15 +1451,36 @@ def table_tuning_records(config: dict[str, Any], table: str, datasets: list[str]
 
 def _default_settings(config: dict[str, Any], protocol: str, dataset: str, entry: dict[str, Any],
                       paths: list[str]) -> dict[str, Any]:
-    """Configuration 1's value of each searched key path where the config states it (the entry's
-    own, the protocol's ``train``/``model``); a loss's signature default is shown as None."""
+    """Configuration 1's value of each searched key path: the entry's own, the protocol's
+    ``train``/``model``, else the default the run takes (a loss's signature default read from its
+    source; a GBDT library's parameter default of the schema); None where none is known (the
+    library's own default)."""
     eff = effective_entry(config, protocol, dataset, {k: v for k, v in entry.items() if k != "search"})
+    fallback = _signature_defaults(entry)
     out = {}
     for path in paths:
         head, _, key = path.partition(".")
         node = eff.get(head) if key else eff.get(path)
-        out[path] = node.get(key) if key and isinstance(node, dict) else (node if not key else None)
+        value = node.get(key) if key and isinstance(node, dict) else (node if not key else None)
+        out[path] = fallback.get(key) if value is None and head == "params" else value
     return out
+
+
+def _signature_defaults(entry: dict[str, Any]) -> dict[str, Any]:
+    """The parameter defaults a method's runs take when its entry sets none: a neural loss's
+    (its signature, read from source: :mod:`bench.losses.hyperparameters`), a GBDT library's
+    (the schema's ``gbdt_<library>`` params)."""
+    if "gbdt" in entry:
+        return dict(schema.definition(f"gbdt_{entry['gbdt']}")["properties"]["params"].get("default") or {})
+    if "loss" not in entry:
+        return {}
+    from bench.losses import hyperparameters, registry
+
+    try:
+        signature = hyperparameters.from_source(registry.info(str(entry["loss"])).target)
+    except (ValueError, hyperparameters.LossNotFound):
+        return {}
+    return signature.defaults() if signature is not None else {}
 
 
 def tune_spec(config: dict[str, Any], experiment: str, dataset: str, method: str) -> dict[str, Any]:

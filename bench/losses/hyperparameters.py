@@ -57,10 +57,15 @@ def supplied_by_trainer(*, tau_schedule: bool) -> tuple[str, ...]:
     return (GENERATOR, TAU) if tau_schedule else (GENERATOR,)
 
 
+#: a default that is not a literal (an expression, a constant's name): its value is not read from source
+NOT_LITERAL = "<not a literal>"
+
+
 @dataclass(frozen=True)
 class Param:
     name: str
     has_default: bool
+    default: Any = NOT_LITERAL  # the default's value where a literal (or JSON) shows it: what tables print
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,14 @@ class LossSignature:
 
     def accepted(self) -> list[str]:
         return [p.name for p in self.params]
+
+    def defaults(self) -> dict[str, Any]:
+        """Each hyperparameter's default value where the signature shows it as a literal.
+
+        >>> from_text("def f(s, y, m, *, tau=5.0, k=None, g=GLOBAL, n): ...", "f").defaults()
+        {'tau': 5.0, 'k': None}
+        """
+        return {p.name: p.default for p in self.params if p.has_default and p.default is not NOT_LITERAL}
 
     def required(self) -> list[str]:
         return [p.name for p in self.params if not p.has_default]
@@ -98,18 +111,23 @@ class LossSignature:
         return out
 
 
-def _from_parts(parts: Sequence[tuple[str, str, bool]], skip: int, *, where: str = "") -> LossSignature:
-    """``(name, kind, has_default)`` per parameter (kinds as :class:`inspect.Parameter` names
-    them) -> the signature; the first ``skip`` positional parameters are not hyperparameters."""
+def _from_parts(parts: Sequence[tuple[str, str, bool, Any]], skip: int, *, where: str = "") -> LossSignature:
+    """``(name, kind, has_default, default)`` per parameter (kinds as :class:`inspect.Parameter`
+    names them) -> the signature; the first ``skip`` positional parameters are not hyperparameters."""
     params, positional, is_open = [], 0, False
-    for name, kind, has_default in parts:
+    for name, kind, has_default, default in parts:
         if kind == "VAR_KEYWORD":
             is_open = True
         elif kind in ("POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD") and positional < skip:
             positional += 1
         elif kind in ("POSITIONAL_OR_KEYWORD", "KEYWORD_ONLY"):
-            params.append(Param(name, has_default))
+            params.append(Param(name, has_default, default if has_default else NOT_LITERAL))
     return LossSignature(tuple(params), is_open, where)
+
+
+def _plain(value: Any) -> Any:
+    """A default as JSON carries it (numbers, strings, booleans, None), else :data:`NOT_LITERAL`."""
+    return value if value is None or isinstance(value, (bool, int, float, str)) else NOT_LITERAL
 
 
 def from_callable(obj: Any) -> LossSignature:
@@ -118,7 +136,8 @@ def from_callable(obj: Any) -> LossSignature:
 
     is_class = inspect.isclass(obj)
     target = obj.__init__ if is_class else obj
-    parts = [(p.name, p.kind.name, p.default is not p.empty) for p in inspect.signature(target).parameters.values()]
+    parts = [(p.name, p.kind.name, p.default is not p.empty, _plain(p.default))
+             for p in inspect.signature(target).parameters.values()]
     return _from_parts(parts, 1 if is_class else N_INPUTS)
 
 
@@ -185,17 +204,30 @@ def _tree(path: Path) -> ast.Module:
         raise LossNotFound("module", f"{path}:{exc.lineno}: cannot parse: {exc.msg}") from None
 
 
-def _ast_parts(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[str, str, bool]]:
+def _literal(node: ast.expr | None) -> Any:
+    """A default's value where the source writes a literal, else :data:`NOT_LITERAL`."""
+    if node is None:
+        return NOT_LITERAL
+    try:
+        return _plain(ast.literal_eval(node))
+    except ValueError:
+        return NOT_LITERAL
+
+
+def _ast_parts(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[str, str, bool, Any]]:
     a = fn.args
     positional = [*a.posonlyargs, *a.args]
     n_default = len(a.defaults)
+    first_default = len(positional) - n_default
     parts = [(arg.arg, "POSITIONAL_ONLY" if i < len(a.posonlyargs) else "POSITIONAL_OR_KEYWORD",
-              i >= len(positional) - n_default) for i, arg in enumerate(positional)]
+              i >= first_default, _literal(a.defaults[i - first_default]) if i >= first_default else NOT_LITERAL)
+             for i, arg in enumerate(positional)]
     if a.vararg is not None:
-        parts.append((a.vararg.arg, "VAR_POSITIONAL", False))
-    parts += [(arg.arg, "KEYWORD_ONLY", default is not None) for arg, default in zip(a.kwonlyargs, a.kw_defaults)]
+        parts.append((a.vararg.arg, "VAR_POSITIONAL", False, NOT_LITERAL))
+    parts += [(arg.arg, "KEYWORD_ONLY", default is not None, _literal(default))
+              for arg, default in zip(a.kwonlyargs, a.kw_defaults)]
     if a.kwarg is not None:
-        parts.append((a.kwarg.arg, "VAR_KEYWORD", False))
+        parts.append((a.kwarg.arg, "VAR_KEYWORD", False, NOT_LITERAL))
     return parts
 
 
@@ -307,7 +339,7 @@ def from_imports(targets: Sequence[str], cwd: str | Path | None = None) -> dict[
         if "error" in rec:
             out[target] = LossNotFound(rec["part"], rec["error"])
         else:
-            out[target] = LossSignature(tuple(Param(n, d) for n, d in rec["params"]), rec["open"], rec["where"])
+            out[target] = LossSignature(tuple(Param(n, d, v) for n, d, v in rec["params"]), rec["open"], rec["where"])
     return out
 
 
@@ -328,7 +360,7 @@ def _describe_by_import(target: str) -> dict[str, Any]:
     if not callable(obj):
         return {"part": "function", "error": f"'{target}' is not callable"}
     sig = from_callable(obj)
-    return {"params": [[p.name, p.has_default] for p in sig.params], "open": sig.open, "where": target}
+    return {"params": [[p.name, p.has_default, p.default] for p in sig.params], "open": sig.open, "where": target}
 
 
 if __name__ == "__main__":

@@ -149,7 +149,8 @@ def table_caption(spec: dict[str, Any], records: list[dict[str, Any]]) -> str:
         facts = spec["tuning"]
         parts.append(
             f"Tuning: each method tries {facts['budget']} configurations, configuration 1 its configured values "
-            f"(the default: the config's values, else the loss's or library's own; 'default' where the library sets it), the others drawn from the "
+            "(the default: the config's values, else the loss's or library's own; 'default' where the library "
+            "sets it), the others drawn from the "
             f"search space in the block's title by a scrambled Halton sequence (seed {facts['seed']}); each is "
             f"trained on the tuning fold with seed(s) {', '.join(map(str, facts['seeds']))}, and its validation "
             "value is the one its early stopping kept (run.json), averaged over those seeds. The configuration with "

@@ -74,11 +74,9 @@ CLI::
 
 from __future__ import annotations
 
-import json
 import math
 import warnings
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -86,7 +84,7 @@ import pandas as pd
 from bench.config.plan import RANKING_KEY, RANKING_MIN_BLOCKS, RANKING_MIN_METHODS
 from bench.errors import ConfigError, UsageError
 from bench.metrics import higher_is_better as metric_direction
-from bench.results import read_frames, seed_means, std_over_seeds, write_frame
+from bench.results import parse_spec, read_frames, seed_means, std_over_seeds, write_frame
 
 #: the config key whose table is ranked (named by the errors of a design too small to rank)
 CONFIG_KEY = f"{RANKING_KEY}.table"
@@ -310,18 +308,8 @@ def _one_metric(values: pd.DataFrame, metric: str, methods: list[str], hib: bool
 # CLI
 
 
-def _spec(text: str) -> dict[str, Any]:
-    try:
-        spec = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"--spec: not valid JSON ({exc})") from exc
-    if not isinstance(spec, dict):
-        raise UsageError("--spec: expected a JSON object")
-    return spec
-
-
 def _cli_ranking(args) -> int:
-    spec = _spec(args.spec)
+    spec = parse_spec(args.spec)
     per_query = read_frames(args.inputs)  # digests checked
     metrics = list(spec.get("metrics") or [])
     if not metrics:

@@ -58,6 +58,7 @@ import pandas as pd
 
 from bench.atomic import atomic_path
 from bench.data.integrity import digests_size, verify, write_digests, write_sidecar
+from bench.errors import UsageError
 from bench.provenance import plain
 
 # the training-only timing every run records (training_timing)
@@ -229,6 +230,26 @@ def write_record(obj: dict[str, Any], path: str | os.PathLike) -> None:
     with atomic_path(path, sizes=[len(data)]) as tmp:
         tmp.write_bytes(data)
         write_sidecar(path, tmp)
+
+
+def parse_spec(text: str, option: str = "--spec") -> dict[str, Any]:
+    """A command's JSON object argument (the ``--spec`` the workflow writes), or a one-line
+    :class:`~bench.errors.UsageError` naming the option.
+
+    >>> parse_spec('{"a": 1}')
+    {'a': 1}
+    >>> parse_spec("[1]")
+    Traceback (most recent call last):
+    ...
+    bench.errors.UsageError: --spec: expected a JSON object
+    """
+    try:
+        spec = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{option}: not valid JSON ({exc})") from exc
+    if not isinstance(spec, dict):
+        raise UsageError(f"{option}: expected a JSON object")
+    return spec
 
 
 def read_record(path: str | os.PathLike) -> dict[str, Any]:

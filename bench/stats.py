@@ -81,7 +81,7 @@ from bench.data.integrity import verify
 from bench.errors import UsageError
 from bench.metrics import higher_is_better as metric_direction
 from bench.metrics import is_metric_column
-from bench.results import INFO_COLUMNS, KEY_COLUMNS, read_frames, read_record, std_over_seeds, write_frame
+from bench.results import INFO_COLUMNS, KEY_COLUMNS, parse_spec, read_frames, read_record, std_over_seeds, write_frame
 from bench.results import TIE_TOL as _TIE_TOL
 from bench.results import check_design as _check_design
 from bench.results import paired_values as _paired_values
@@ -505,11 +505,7 @@ def summarize(spec: dict[str, Any], *, n_boot: int = 1000, seed: int = 0) -> pd.
 
 
 def _cli_summary(args) -> int:
-    try:
-        spec = json.loads(args.spec)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"--spec: not valid JSON ({exc})") from exc
-    frame = summarize(spec, n_boot=args.n_boot, seed=args.seed)
+    frame = summarize(parse_spec(args.spec), n_boot=args.n_boot, seed=args.seed)
     write_frame(frame, args.out)
     print(f"{args.out}: {len(frame)} tuned methods")
     return 0

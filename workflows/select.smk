@@ -26,7 +26,7 @@ rule select:
 
 rule selection_table:
     input:
-        lambda w: selection_table_inputs(w.table),
+        lambda w: table_records(w.table),
     output:
         md=report("reports/tables/{table}_selection.md", caption="report/tables.rst", category="Tables",
                   labels={"table": "{table}_selection", "format": "Markdown"}),

@@ -175,7 +175,7 @@ class _Jobs:
                 self.add("table", out, [*evaluated, stats, *summary], table=table)
             for out in plan.selection_table_outputs(self.config, table)[:1]:
                 # it reads the records only (rule selection_table), and may finish before an evaluation
-                self.add("selection_table", out, plan.selection_table_inputs(self.config, table), table=table)
+                self.add("selection_table", out, plan.table_records(self.config, table), table=table)
 
     def figure(self, figure: str) -> None:
         spec = self.config["figures"][figure]

@@ -1226,11 +1226,6 @@ def select_inputs(config: dict[str, Any], table: str, dataset: str, fold: str) -
             for f in ("run.json", "curve.csv")]
 
 
-def selection_table_inputs(config: dict[str, Any], table: str) -> list[str]:
-    """The records the selection table shows: the grid selections' and the tuning's (:func:`table_records`)."""
-    return table_records(config, table)
-
-
 def selection_table_outputs(config: dict[str, Any], table: str) -> list[str]:
     """``reports/tables/<table>_selection.*``: every grid point's or configuration's validation mean
     (none: nothing selected or tuned)."""

@@ -151,8 +151,7 @@ def configurations(config: Mapping[str, Any], base: str, entry: Mapping[str, Any
 
 def configuration_spec(entry: Mapping[str, Any], configuration: Configuration) -> dict[str, Any]:
     """The method entry configuration trains: the entry with its settings set; no label, no ``search``."""
-    spec = selection.point_spec({k: v for k, v in entry.items() if k != "search"}, _as_point(configuration), None)
-    return spec
+    return selection.point_spec({k: v for k, v in entry.items() if k != "search"}, _as_point(configuration), None)
 
 
 def _as_point(configuration: Configuration) -> selection.Point:

@@ -44,17 +44,7 @@ from bench.atomic import write_files
 from bench.config.plan import FIGURES
 from bench.errors import UsageError
 from bench.metrics import dropped_column, weight_column
-from bench.results import KEY_COLUMNS, read_frame, read_frames, read_record, write_frame
-
-
-def _spec(text: str) -> dict[str, Any]:
-    try:
-        spec = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"--spec: not valid JSON ({exc})") from exc
-    if not isinstance(spec, dict):
-        raise UsageError("--spec: expected a JSON object")
-    return spec
+from bench.results import KEY_COLUMNS, parse_spec, read_frame, read_frames, read_record, write_frame
 
 
 def _write_table(table, md: str | None, tex: str | None, html_path: str | None) -> None:
@@ -70,7 +60,7 @@ def _cli_table(args) -> int:
     from bench.report.paper import load_paper_numbers
     from bench.report.tables import build_table
 
-    spec = _spec(args.spec)
+    spec = parse_spec(args.spec)
     spec.setdefault("name", args.name)
     if args.selection:  # the points chosen on validation, named in the caption
         from bench.report.selection import caption_sentence
@@ -91,7 +81,7 @@ def _cli_computed(args) -> int:
     from bench.report.computed import build
     from bench.report.paper import load_paper_numbers
 
-    spec = _spec(args.spec)
+    spec = parse_spec(args.spec)
     spec.setdefault("name", args.name)
     paper = load_paper_numbers(args.paper_numbers) if args.paper_numbers else load_paper_numbers()
     _write_table(build(list(args.input or []), spec, paper), args.md, args.tex, args.html)
@@ -101,7 +91,7 @@ def _cli_computed(args) -> int:
 def _cli_selection(args) -> int:
     from bench.report.selection import selection_table
 
-    spec = _spec(args.spec)
+    spec = parse_spec(args.spec)
     spec.setdefault("name", f"{args.name}_selection")
     _write_table(selection_table([read_record(p) for p in args.selection], spec), args.md, args.tex, args.html)
     return 0
@@ -118,7 +108,7 @@ def _cli_figure(args) -> int:
     from bench.report import figures as F
     from bench.report.paper_figures import DRAW
 
-    spec = _spec(args.spec)
+    spec = parse_spec(args.spec)
     name = args.name
     inputs = list(args.input or [])
     if name in DRAW:  # the papers' figures of issue 26 (bench/report/paper_figures.py)
@@ -162,7 +152,7 @@ def _cli_quality_cost(args) -> int:
     from bench.report.quality_cost import quality_cost_table
 
     try:
-        table = quality_cost_table(read_frame(args.stats), _spec(args.spec))
+        table = quality_cost_table(read_frame(args.stats), parse_spec(args.spec))
     except ValueError as exc:
         raise UsageError(f"quality-cost: {exc}") from exc
     write_frame(table, args.out)
@@ -227,7 +217,7 @@ def _cli_compare(args) -> int:
     from bench.provenance import platform_facts, protocol_hash
     from bench.report import compare as C
 
-    spec = _spec(args.spec)
+    spec = parse_spec(args.spec)
     current = read_frames(args.new)
     spec["protocol_hash"] = protocol_hash(spec["protocol"])
     for path in args.tuning or []:  # a tuned new loss's chosen configuration, kept in its ledger record

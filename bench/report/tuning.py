@@ -29,11 +29,7 @@ from typing import Any
 
 import pandas as pd
 
-from bench.report.tables import Block, Cell, Table, _fmt, metric_label
-
-
-def _labels(items: list[dict[str, Any]]) -> dict[str, str]:
-    return {it["name"]: it.get("label") or it["name"] for it in items}
+from bench.report.tables import Block, Cell, Table, _fmt, _labels, metric_label
 
 
 def _seconds(value: float) -> str:

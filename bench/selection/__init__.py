@@ -30,7 +30,6 @@ caption names (:func:`bench.report.selection.caption_sentence`) and the selectio
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -38,7 +37,7 @@ from typing import Any
 from bench.config.selection import best_point
 from bench.errors import UsageError
 from bench.metrics import higher_is_better
-from bench.results import read_curve, read_run_info, write_record
+from bench.results import parse_spec, read_curve, read_run_info, write_record
 
 
 def validation_value(run_dir: str | Path, metric: str) -> float:
@@ -83,11 +82,8 @@ def select(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _cli(args) -> int:
-    try:
-        spec = json.loads(args.spec)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"--spec: not valid JSON ({exc})") from exc
-    if not isinstance(spec, dict) or not isinstance(spec.get("methods"), dict):
+    spec = parse_spec(args.spec)
+    if not isinstance(spec.get("methods"), dict):
         raise UsageError("--spec: expected a JSON object with 'methods' (bench.config.plan.select_spec)")
     record = select(spec)
     write_record(record, args.out)

@@ -31,7 +31,7 @@ from typing import Any
 
 from bench.atomic import atomic_path
 from bench.errors import UsageError
-from bench.results import read_record, read_run_info, write_record
+from bench.results import parse_spec, read_record, read_run_info, write_record
 from bench.selection import choose
 
 
@@ -69,18 +69,8 @@ def tuned_config(spec: dict[str, Any], out: str | Path) -> str:
     return str(entry["chosen"])
 
 
-def _spec(text: str) -> dict[str, Any]:
-    try:
-        spec = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"--spec: not valid JSON ({exc})") from exc
-    if not isinstance(spec, dict):
-        raise UsageError("--spec: expected a JSON object")
-    return spec
-
-
 def _cli_tune(args) -> int:
-    record = tune(_spec(args.spec))
+    record = tune(parse_spec(args.spec))
     write_record(record, args.out)
     (method, entry), = record["methods"].items()
     mean = next(p["mean"] for p in entry["points"] if p["name"] == entry["chosen"])
@@ -91,7 +81,7 @@ def _cli_tune(args) -> int:
 
 
 def _cli_tuned_config(args) -> int:
-    chosen = tuned_config(_spec(args.spec), args.out)
+    chosen = tuned_config(parse_spec(args.spec), args.out)
     print(f"{args.out}: the chosen configuration {chosen}")
     return 0
 

@@ -99,7 +99,7 @@ BUILTIN: dict[str, LossInfo] = dict(
         _entry("lambda_opa", "bench.losses.lambdaloss:lambda_opa", search=SIGMA),
         _entry("ranknet", "bench.losses.ranknet:ranknet", search=SIGMA),
         _entry("listnet", "bench.losses.listwise:listnet"),
-        _entry("neuralsort_ce", "bench.losses.neuralsort_ce:neuralsort_ce", search=TAU),
+        _entry("neuralsort_ce", "bench.losses.neuralsort_ce:neuralsort_ce", relaxed={"straight_through": False}, search=TAU),
         _entry("softmax", "bench.losses.listwise:softmax"),
         _entry("listmle", "bench.losses.listwise:listmle", stochastic=True),
         _entry("rmse", "bench.losses.listwise:rmse"),

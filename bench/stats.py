@@ -33,6 +33,11 @@ statistics table the renderer reads. For every dataset and metric:
    ``paired=True``; NaN when ``n_boot=0``); ``wins/ties/losses``: queries where the method is
    better than / equal to (within 1e-12) / worse than the best.
 
+**References** (``references``): methods shown beside the family, not in it (a paper's row at
+its best-on-test point, shown for a like-with-like comparison with the paper). They are never
+the best, take no part in the correction, and carry the raw one-sided p-value against the best
+(``p_adjusted`` NaN, ``not_worse`` false: never bold), with their CI and wins/ties/losses.
+
 ``mean`` is the mean over the kept queries of the seed-averaged values; ``std_over_seeds`` is
 the sample standard deviation (ddof 1; 0 with one seed) over seeds of the per-seed mean
 metric. Extra columns: ``n_seeds``, ``test``, ``correction``, ``alpha``.
@@ -238,8 +243,10 @@ def significance(
     higher_is_better: bool | Mapping[str, bool] | None = None,
     n_permutations: int = 10_000,
     confidence: float = 0.95,
+    references: Sequence[str] = (),
 ) -> pd.DataFrame:
-    """The statistics table; see the module docstring for every rule.
+    """The statistics table; see the module docstring for every rule (``references``: methods
+    shown beside the family, never in it).
 
     ``higher_is_better``: None (from :func:`bench.metrics.higher_is_better`, so ARP is
     lower-is-better), one bool for all metrics, or a ``{metric: bool}`` mapping.
@@ -261,7 +268,7 @@ def significance(
             rows.extend(_one_table(frame, dataset, metric, methods, hib, test=test,
                                    correction=correction, alpha=alpha, n_boot=n_boot,
                                    seed=seed, n_permutations=n_permutations,
-                                   confidence=confidence))
+                                   confidence=confidence, references=set(references)))
     return pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
 
 
@@ -297,23 +304,26 @@ def _record(diff: np.ndarray) -> dict[str, int]:
 
 
 def _one_table(frame, dataset, metric, methods, hib, *, test, correction, alpha, n_boot,
-               seed, n_permutations, confidence) -> list[dict]:
+               seed, n_permutations, confidence, references=frozenset()) -> list[dict]:
     wide, per_seed, weights = _paired_values(frame, dataset, metric, methods)
     w = np.ones(len(wide)) if weights is None else weights
     means = wide.mul(w, axis=0).sum(axis=0) / w.sum() if weights is not None else wide.mean(axis=0)
-    best = (means.idxmax() if hib else means.idxmin()) if len(methods) else None
+    family = means[[m for m in methods if m not in references]]
+    best = (family.idxmax() if hib else family.idxmin()) if len(family) else None
     # equal means: the first listed method wins (idxmax returns the first maximum)
     best_values = wide[best].to_numpy()
     units = w / w.mean()  # a pooled metric's test units: their plain mean is the pooled mean
-    others = [m for m in methods if m != best]
-    p_raw = []
-    for method in others:
+
+    def p_against_best(method: str) -> float:
         cmp_seed = derive_seed("permutation", seed, dataset, metric, method)
-        p_raw.append(paired_test(best_values * units, wide[method].to_numpy() * units, test=test,
-                                 higher_is_better=hib, n_permutations=n_permutations,
-                                 seed=cmp_seed))
+        return paired_test(best_values * units, wide[method].to_numpy() * units, test=test,
+                           higher_is_better=hib, n_permutations=n_permutations, seed=cmp_seed)
+
+    others = [m for m in family.index if m != best]
+    p_raw = [p_against_best(m) for m in others]
     p_adj = holm(p_raw) if correction == "holm" else np.asarray(p_raw, dtype=np.float64)
     p_of = {m: (p, pa) for m, p, pa in zip(others, p_raw, p_adj)}
+    p_of.update({m: (p_against_best(m), float("nan")) for m in methods if m in references})
     rows = []
     for method in methods:
         vals = wide[method].to_numpy()
@@ -332,7 +342,8 @@ def _one_table(frame, dataset, metric, methods, hib, *, test, correction, alpha,
             "dataset": dataset, "metric": metric, "method": method,
             "mean": float(means[method]), "std_over_seeds": std, "n_queries": len(vals),
             "p_value": float(p), "p_adjusted": float(pa), "ci_low": lo, "ci_high": hi,
-            "is_best": is_best, "not_worse": bool(is_best or pa >= alpha), **_record(diff),
+            "is_best": is_best, "not_worse": bool(is_best or (method not in references and pa >= alpha)),
+            **_record(diff),
             "n_seeds": n_seeds, "test": test, "correction": correction, "alpha": alpha,
         })
     return rows
@@ -551,8 +562,11 @@ def _cli_stats(args) -> int:
         raise UsageError(f"--metrics {absent} not found in the inputs (they have "
                        f"{[c for c in per_query.columns if c not in KEY_COLUMNS]})")
     try:
+        unknown = sorted(set(args.references) - set(per_query["method"]))
+        if unknown:
+            raise ValueError(f"--references {unknown} are not methods of the inputs")
         table = significance(per_query, metrics, test=args.test, correction=args.correction,
-                             alpha=args.alpha, n_boot=args.n_boot, seed=args.seed)
+                             alpha=args.alpha, n_boot=args.n_boot, seed=args.seed, references=args.references)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     write_frame(table, args.out)
@@ -574,6 +588,8 @@ def register_cli(subparsers) -> None:
     p.add_argument("--alpha", type=float, default=0.05)
     p.add_argument("--n-boot", type=int, default=1000, dest="n_boot")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--references", nargs="+", default=[],
+                   help="methods shown beside the tested family, never in it (never best, not corrected)")
     p.set_defaults(func=_cli_stats)
     s = subparsers.add_parser("tuning-summary", help="a tuned table's budgets, choices and what tuning bought")
     s.add_argument("--spec", required=True, help="JSON (bench.config.plan.tuning_summary_spec)")

@@ -69,7 +69,7 @@ compare_outputs = _planned(plan.compare_outputs)
 reproduction_outputs = lambda: plan.reproduction_outputs(config, os.path.exists)
 prepared_folds = _planned(plan.prepared_folds)
 evaluated_files = _planned(plan.evaluated_files)
-stats_params = lambda: " ".join(plan.stats_args(config))
+stats_params = lambda table: " ".join(plan.stats_args(config, table))
 perf_args = lambda: " ".join(plan.perf_args(config))
 loss_curves_args = lambda: " ".join(plan.loss_curves_args(config))
 

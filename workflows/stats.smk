@@ -8,7 +8,7 @@ rule stats:
         STATS,
     params:
         metrics=lambda w: " ".join(config["tables"][w.table]["metrics"]),
-        args=stats_params(),
+        args=lambda w: stats_params(w.table),
     log:
         "results/logs/stats/{table}.log",
     group: cluster_group("stats")

@@ -246,7 +246,7 @@ def run_config(config: dict[str, Any], experiment: str, dataset: str, method: st
     protocol_name = experiment_protocol(config, experiment)
     protocol = config["protocols"][protocol_name]
     spec = {k: copy.deepcopy(v) for k, v in method_spec(config, experiment, method).items() if k != "label"}
-    metrics = metric_conventions(config, dataset)
+    metrics = metric_conventions(config, protocol_name, dataset)
     if "metrics" in protocol:
         metrics["names"] = list(protocol["metrics"])
     model, train = protocol_for_dataset(config, protocol_name, dataset)
@@ -340,7 +340,7 @@ def study_protocol(config: dict[str, Any], protocol: str, dataset: str) -> dict[
         "model": model,
         "train": train,
         "seeds": list(config["protocols"][protocol]["seeds"]),
-        "evaluation": metric_conventions(config, dataset),
+        "evaluation": metric_conventions(config, protocol, dataset),
         "metrics": list(config["freeze"]["metrics"]),
     }
     for key in kinds.protocol_kinds():
@@ -523,9 +523,11 @@ def evaluation(config: dict[str, Any], name: str, dataset: str) -> Evaluation:
         graded = _dedupe([*spec["metrics"], *config["protocols"][spec["protocol"]].get("metrics", [])])
         candidates = {base: [(p.name, run) for p, run in pairs]
                       for base, pairs in selection_candidates(config, name, dataset).items()}
-        return _tuned(config, Evaluation(spec["protocol"], table_methods(config, name), table_seeds(config, name),
-                                         table_folds(config, name, dataset), graded, spec.get("list_sizes", []),
-                                         candidates), dataset)
+        paper_rows = {PAPER_ROW.format(base=base): [(None, rows[dataset][1])]
+                      for base, rows in paper_point_rows(config, name).items()}
+        return _tuned(config, Evaluation(spec["protocol"], [*table_methods(config, name), *paper_rows],
+                                         table_seeds(config, name), table_folds(config, name, dataset), graded,
+                                         spec.get("list_sizes", []), {**candidates, **paper_rows}), dataset)
     if name == heatmap.FIGURE:
         spec = config["figures"][name]
         seeds = spec.get("seeds") or config["protocols"][spec["protocol"]]["seeds"]
@@ -578,15 +580,14 @@ def dataset_convention(config: dict[str, Any], dataset: str) -> str:
 
 
 def evaluation_convention(config: dict[str, Any], name: str, dataset: str) -> str:
-    name = defaults_of(name) or name  # the tuned defaults are graded as their table
     """The convention evaluation ``name`` (a table, the recall heatmap, freeze, compare) grades
-    ``dataset`` by: ``evaluation.convention`` when it names one (it forces every evaluation),
-    else the table's (or the heatmap's) own ``convention`` -- a paper's table graded by its
-    paper's tool, e.g. ``tfranking`` for PiRank's --, else the dataset's
-    (:func:`dataset_convention`). It grades the test evaluation only: runs stop early on
-    validation under the dataset's convention (:func:`metric_conventions`), so tables that share
-    runs share them whatever each grades by.
+    ``dataset``'s test split by: ``evaluation.convention`` when it names one (it forces every
+    evaluation), else the table's (or the heatmap's) own ``convention`` -- a paper's table graded
+    by its paper's tool, e.g. ``tfranking`` for PiRank's --, else the dataset's
+    (:func:`dataset_convention`). Validation is graded by the protocol's
+    (:func:`protocol_convention`).
     """
+    name = defaults_of(name) or name  # the tuned defaults are graded as their table
     if config.get("evaluation", {}).get("convention", DATASET_CONVENTION) == DATASET_CONVENTION:
         spec = (config.get("tables", {}).get(name) if name in TABLES
                 else config.get("figures", {}).get(name) if name == heatmap.FIGURE else None)
@@ -595,12 +596,53 @@ def evaluation_convention(config: dict[str, Any], name: str, dataset: str) -> st
     return dataset_convention(config, dataset)
 
 
-def metric_conventions(config: dict[str, Any], dataset: str) -> dict[str, Any]:
-    """What a run or an evaluation on ``dataset`` is graded by: ``empty_query``, ``ties`` and,
-    when it is not ``default``, the dataset's ``convention`` (so configs and protocol hashes of
-    default-convention datasets stay as they were)."""
+def protocol_readers(config: dict[str, Any], protocol: str, dataset: str) -> list[str]:
+    """The enabled tables (and the recall heatmap) that read ``protocol``'s runs on ``dataset``."""
+    out = [t for t in enabled_tables(config)
+           if config["tables"][t]["protocol"] == protocol and dataset in table_datasets(config, t)]
+    spec = config.get("figures", {}).get(heatmap.FIGURE)
+    if (spec and spec.get("enabled", True) and spec["protocol"] == protocol
+            and dataset in [ds for ds, _ in heatmap_datasets(config)]):
+        out.append(heatmap.FIGURE)
+    return out
+
+
+def protocol_convention(config: dict[str, Any], protocol: str, dataset: str) -> str:
+    """The convention a run of ``protocol`` on ``dataset`` grades its validation split by: early
+    stopping, the tested checkpoint, selection, tuning and the recorded validation curves.
+
+    ``evaluation.convention`` when it names one (it forces everything); else
+    ``protocols.<p>.convention``; else the one convention every evaluation reading the
+    protocol's runs on ``dataset`` grades its test split by (:func:`protocol_readers`,
+    :func:`evaluation_convention`) -- a paper's table is validated as its paper's tool grades,
+    e.g. PiRank's by TF-Ranking's rules, under which a validation query without a relevant
+    document scores 0, not 1 --; else the dataset's. Runs are shared by every table of their
+    protocol, so when those tables grade by different conventions the protocol must say which
+    one validates (a :class:`ConfigError` naming ``protocols.<p>.convention`` otherwise).
+    """
+    if config.get("evaluation", {}).get("convention", DATASET_CONVENTION) != DATASET_CONVENTION:
+        return dataset_convention(config, dataset)
+    own = config["protocols"][protocol].get("convention")
+    if own and own != DATASET_CONVENTION:
+        return own
+    if own == DATASET_CONVENTION:
+        return dataset_convention(config, dataset)
+    graded = {reader: evaluation_convention(config, reader, dataset)
+              for reader in protocol_readers(config, protocol, dataset)}
+    if len(set(graded.values())) > 1:
+        listed = ", ".join(f"{reader} ({conv})" for reader, conv in graded.items())
+        raise ConfigError(f"config key 'protocols.{protocol}.convention': the evaluations sharing the "
+                          f"protocol's runs on '{dataset}' grade by different conventions ({listed}); "
+                          "set it to the one validation (early stopping, checkpoint, selection) grades by")
+    return next(iter(graded.values()), dataset_convention(config, dataset))
+
+
+def metric_conventions(config: dict[str, Any], protocol: str, dataset: str) -> dict[str, Any]:
+    """What a run of ``protocol`` on ``dataset`` is graded by: ``empty_query``, ``ties`` and,
+    when it is not ``default``, the protocol's ``convention`` (:func:`protocol_convention`; absent
+    for ``default``, so configs and protocol hashes of default-convention runs stay as they were)."""
     out = {k: v for k, v in config["evaluation"].items() if k != "convention"}
-    convention = dataset_convention(config, dataset)
+    convention = protocol_convention(config, protocol, dataset)
     if convention != "default":
         out["convention"] = convention
     return out
@@ -619,10 +661,13 @@ def evaluated_files(config: dict[str, Any], name: str, datasets: list[str]) -> l
             for f in evaluation(config, name, ds).folds]
 
 
-def stats_args(config: dict[str, Any]) -> list[str]:
-    st = config["stats"]
+def stats_args(config: dict[str, Any], table: str) -> list[str]:
+    """``ltr-bench stats``' test arguments for ``table`` (:func:`table_stats`)."""
+    st = table_stats(config, table)
+    references = table_references(config, table)
     return ["--test", st["test"], "--correction", st["correction"], "--alpha", str(st["alpha"]),
-            "--n-boot", str(st["n_boot"]), "--seed", str(st["seed"])]
+            "--n-boot", str(st["n_boot"]), "--seed", str(st["seed"]),
+            *(["--references", *references] if references else [])]
 
 
 # ----------------------------------------------------------------------------- tables and figures
@@ -655,22 +700,100 @@ def table_spec(config: dict[str, Any], table: str) -> dict[str, Any]:
         "profile": config["profile"],
         "layout": "listsize" if table == "listsize_table3" else "methods",
         "datasets": datasets,
-        "methods": method_labels(config, table_methods(config, table)),
+        "methods": table_rows(config, table),
         "metrics": spec["metrics"],
         "seeds": table_seeds(config, table),
         "list_sizes": spec.get("list_sizes", []),
         "l_train": spec.get("l_train", {}),
-        "stats": config["stats"],
+        "stats": table_stats(config, table),
         "evaluation": config["evaluation"],
         "conventions": {ds: evaluation_convention(config, table, ds) for ds in table_datasets(config, table)},
+        "validation": validation_spec(config, spec["protocol"], table_datasets(config, table), table),
         "paper": spec.get("paper"),
         "source": TABLE_SOURCES.get(table),
         "note": sinkprop_ranking_note(config, table),
         "protocol": spec["protocol"],
         "choices": table_choices(config, table),
         "caption_metrics": list(spec.get("caption_metrics") or []),
+        "notes": [*spec.get("notes", []), *training_notes(config, spec["protocol"]), *data_notes(config, table)],
         **_table_tuning(config, table),
     }
+
+
+def table_rows(config: dict[str, Any], table: str) -> list[dict[str, Any]]:
+    """A table's rows in order: its methods (name, label), each selected method followed by its
+    row at the paper's chosen point where it has one (:func:`paper_point_rows`; ``paper_as``: the
+    method whose paper numbers it is compared with, ``points``: dataset label -> the point's label,
+    ``reference``: shown beside the table's test family, never in it)."""
+    rows = paper_point_rows(config, table)
+    out = []
+    for entry in method_labels(config, table_methods(config, table)):
+        out.append(entry)
+        base = entry["name"]
+        if base in rows:
+            paper = table_selects(config, table)[base]["paper"]
+            keys = ", ".join(dict.fromkeys(k.rpartition(".")[2] for values in paper.values() for k in values))
+            out.append({"name": PAPER_ROW.format(base=base), "label": f"{entry['label']} at the paper's {keys}",
+                        "paper_as": base, "reference": True,
+                        "points": {config["datasets"][ds].get("label", ds): point.label
+                                   for ds, (point, _) in rows[base].items()}})
+    return out
+
+
+def table_references(config: dict[str, Any], table: str) -> list[str]:
+    """The rows a table shows beside its test family, not in it (the paper's chosen points)."""
+    return [PAPER_ROW.format(base=base) for base in paper_point_rows(config, table)]
+
+
+def data_notes(config: dict[str, Any], table: str) -> list[str]:
+    """The caption's sentences on how the table's datasets were filtered (the ARF filter), once per
+    distinct filter, naming the datasets when they differ."""
+    from bench.data.prepare import describe_arf_filter
+
+    said: dict[str, list[str]] = {}
+    for ds in table_datasets(config, table):
+        entry = config["datasets"][ds]
+        text = describe_arf_filter(entry.get("options"), entry["source"] == "synthetic")
+        if text:
+            said.setdefault(text, []).append(config["datasets"][ds].get("label", ds))
+    return [text if len(said) == 1 else f"{', '.join(names)}: {text}" for text, names in said.items()]
+
+
+def training_notes(config: dict[str, Any], protocol: str) -> list[str]:
+    """The caption's sentence on which model is tested (``train.checkpoint``) and on what it was
+    trained (``train.refit``: refit on train + validation, NeuralNDCG's "full training fold"), when
+    the protocol does not test the best validation checkpoint of the first training."""
+    train = {**schema.defaults("train"), **config["protocols"][protocol]["train"]}
+    checkpoint, refit = train.get("checkpoint", "best"), train.get("refit", False)
+    if checkpoint == "best" and not refit:
+        return []
+    if not refit:
+        return ["Tested model: the last epoch's (train.checkpoint: last), not the best validation epoch's."]
+    budget = ("for the number of epochs (or steps) the first training ran" if checkpoint == "last"
+              else "for as many epochs (or steps) as the first training's best validation checkpoint had")
+    return [f"Tested model: each run is refit from scratch on the training and validation splits together "
+            f"(train.refit), with the same seed and schedule, {budget}, and its last model is tested; validation "
+            "values (curves, selection) come from the first training."]
+
+
+def table_stats(config: dict[str, Any], table: str) -> dict[str, Any]:
+    """The statistics a table tests by: the top-level ``stats`` with the table's own ``stats`` over
+    it key by key (a paper table testing as its paper did, e.g. PiRank's uncorrected t-test)."""
+    return {**config["stats"], **(config["tables"][table].get("stats") or {})}
+
+
+def validation_spec(config: dict[str, Any], protocol: str, datasets: list[str], reader: str) -> dict[str, Any]:
+    """How ``protocol``'s runs on ``datasets`` grade validation (early stopping, the tested
+    checkpoint, selection, validation curves), for a caption or a figure title: ``rules`` per
+    dataset (:func:`bench.metrics.validation_rules` of :func:`protocol_convention`), ``conventions``
+    per dataset, and the other evaluations that share the runs (``shared``, without ``reader``)."""
+    from bench.metrics import validation_rules
+
+    empty = config["evaluation"]["empty_query"]
+    conventions = {ds: protocol_convention(config, protocol, ds) for ds in datasets}
+    shared = _dedupe(r for ds in datasets for r in protocol_readers(config, protocol, ds) if r != reader)
+    return {"protocol": protocol, "conventions": conventions,
+            "rules": {ds: validation_rules(conv, empty) for ds, conv in conventions.items()}, "shared": shared}
 
 
 def _table_tuning(config: dict[str, Any], table: str) -> dict[str, Any]:
@@ -768,9 +891,11 @@ def figure_spec(config: dict[str, Any], figure: str) -> dict[str, Any]:
     if figure == "scaling_figure":
         return {"steps": spec["steps"], "batch_lists": spec["batch_lists"]}
     if figure == "temperature_figure":
+        dataset = resolve_role(config, spec["dataset"])
         return {"runs": figure_runs(config, "temperature_figure"), "metrics": spec.get("metrics") or ["ndcg@10"],
                 "vali_list_size": spec["vali_list_size"], "smoothing": spec["smoothing"],
-                "subject": figure_subject(config, spec["methods"], resolve_role(config, spec["dataset"]))}
+                "subject": figure_subject(config, spec["methods"], dataset),
+                "graded": validation_spec(config, spec["protocol"], [dataset], figure)["rules"][dataset]}
     if figure == "listsize_figure":
         table = config["tables"][spec["table"]]
         dataset = table_datasets(config, spec["table"])[0]
@@ -782,6 +907,8 @@ def figure_spec(config: dict[str, Any], figure: str) -> dict[str, Any]:
         return quality_cost_figure_spec(config)
     if figure == "cd_diagram":
         return cd_diagram_spec(config)
+    if figure == "neuralndcg_curves":
+        return {"taus": list(spec["taus"])}
     return {}
 
 
@@ -930,7 +1057,30 @@ def heatmap_spec(config: dict[str, Any]) -> dict[str, Any]:
             })
     conventions = {dataset: evaluation_convention(config, heatmap.FIGURE, dataset) for dataset, _ in heatmap_datasets(config)}
     return {"metric": heatmap.RECALL, "grid": [list(p) for p in heatmap.grid_pairs(spec)], "panels": panels,
-            "conventions": conventions, "evaluation": config["evaluation"]}
+            "conventions": conventions, "evaluation": config["evaluation"], "notes": heatmap_selection_notes(config)}
+
+
+def heatmap_selection_notes(config: dict[str, Any]) -> list[str]:
+    """A sentence per heatmap method that a table of the heatmap's protocol selects on validation:
+    the heatmap trains it at its configured values at every (m, k) (ARF's Figs. 2-6 do not say
+    which temperature they used; ARF Table 2 selects L_Relax's)."""
+    spec = config["figures"][heatmap.FIGURE]
+    out = []
+    for method in spec["methods"]:
+        entry = config["methods"][method]
+        for table in enabled_tables(config):
+            select = table_selects(config, table).get(method)
+            if config["tables"][table]["protocol"] != spec["protocol"] or not select:
+                continue
+            keys = list(select["grid"])
+            values = {**{f"params.{k}": v for k, v in _signature_defaults(entry).items()},
+                      **{k: _entry_value(entry, k) for k in keys if _entry_value(entry, k) is not None}}
+            shown = ", ".join(f"{k.rpartition('.')[2]} = {_shown(values.get(k, 'the default'))}" for k in keys)
+            out.append(f"{entry.get('label', method)} is trained at its configured {shown} at every (m, k); "
+                       f"{table} selects {', '.join(k.rpartition('.')[2] for k in keys)} on validation, "
+                       "which the heatmap does not repeat per point.")
+            break
+    return out
 
 
 # ----------------------------------------------------------------------------- computed tables (issue 26)
@@ -1053,7 +1203,9 @@ def _annealing_spec(config: dict[str, Any]) -> dict[str, Any]:
     for key in ("annealed", "high_tau"):
         if spec[key] not in spec["methods"]:
             raise ConfigError(f"config key 'figures.annealing_figure.{key}': {spec[key]!r} is not one of its methods")
+    dataset = resolve_role(config, spec["dataset"])
     return {"runs": figure_runs(config, "annealing_figure"), "metric": spec["metric"],
+            "graded": validation_spec(config, spec["protocol"], [dataset], "annealing_figure")["rules"][dataset],
             "annealed": methods[spec["annealed"]].get("label", spec["annealed"]),
             "high_tau": methods[spec["high_tau"]].get("label", spec["high_tau"]),
             "taus": {methods[m].get("label", m): (methods[m].get("params") or {}).get("tau") for m in spec["methods"]}}
@@ -1153,6 +1305,57 @@ def selection_candidates(config: dict[str, Any], table: str,
             mine = effective_entry(config, protocol, dataset, selection_point_spec(config, table, point))
             pairs.append((point, next((m for m, eff in order if eff == mine), point.name)))
         out[base] = pairs
+    return out
+
+
+#: the row of a selected method at the paper's chosen point (:func:`paper_point_rows`)
+PAPER_ROW = "{base}@paper"
+
+
+def _first_role(config: dict[str, Any], table: str, dataset: str) -> str | None:
+    """The first of ``table``'s paper roles that ``dataset`` plays (its real source or a stand-in)."""
+    spec = config["tables"][table]
+    roles = [] if spec["datasets"] == "all" else spec["datasets"]
+    return next((role for role in roles if resolve_role(config, role, spec) == dataset), None)
+
+
+def _entry_value(entry: dict[str, Any], path: str) -> Any:
+    """The value at key path ``path`` (``train.lr``, ``params.tau``) of an effective method entry."""
+    value: Any = entry
+    for part in path.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def paper_point_rows(config: dict[str, Any], table: str) -> dict[str, dict[str, tuple[selection.Point, str]]]:
+    """Per selected method of ``table`` whose ``paper`` entry names the values its paper chose: on
+    each dataset, the grid point at those values (every other grid key at the method's own value
+    under the protocol, e.g. the protocol's lr) and the method whose runs train it
+    (:func:`selection_candidates`). The table shows it as the row ``<method>@paper`` beside the
+    validation-selected one: a paper whose rows equal its best-on-test grid rows (ARF Table 2) is then
+    compared like with like. A dataset takes the value of the first role it plays in the table (a
+    stand-in's too). Only methods with such a point on every dataset of the table get the row."""
+    protocol = config["tables"][table]["protocol"]
+    out: dict[str, dict[str, tuple[selection.Point, str]]] = {}
+    for base, select in table_selects(config, table).items():
+        paper = select.get("paper") or {}
+        rows = {}
+        for dataset in table_datasets(config, table):
+            values = paper.get(_first_role(config, table, dataset) or dataset)
+            if not values:
+                break
+            own = effective_entry(config, protocol, dataset, config["methods"][base])
+            wanted = lambda key: values[key] if key in values else _entry_value(own, key)  # noqa: E731
+            pair = next(((point, run) for point, run in selection_candidates(config, table, dataset)[base]
+                         if all(v == wanted(k) for k, v in point.settings)), None)
+            if pair is None:
+                break
+            rows[dataset] = pair
+        else:
+            if rows:
+                out[base] = rows
     return out
 
 

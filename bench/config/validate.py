@@ -240,6 +240,12 @@ def check_choices(config: dict[str, Any]) -> None:
     for section, name, spec in _evaluation_specs(config):
         if "convention" in spec:
             check_choice(spec["convention"], f"{section}.{name}.convention")
+    for name, spec in (config.get("tables") or {}).items():
+        for key, value in (spec.get("stats") or {}).items():
+            check_choice(value, f"tables.{name}.stats.{key}")
+    for name, spec in config["protocols"].items():
+        if "convention" in spec:
+            check_choice(spec["convention"], f"protocols.{name}.convention", DATASET_CONVENTION)
 
 
 def _evaluation_specs(config: dict[str, Any]):
@@ -293,8 +299,14 @@ def check_paper_choices(config: dict[str, Any]) -> None:
 
 
 def check_conventions(config: dict[str, Any]) -> None:
-    """A LETOR evaluation convention keeps score ties in file order: ``evaluation.ties`` must be
-    ``stable`` when any dataset is graded by one, in its runs or in a table's evaluation."""
+    """Every protocol's runs have one validation convention on each dataset
+    (:func:`bench.config.plan.protocol_convention` names ``protocols.<p>.convention`` when the
+    tables sharing them disagree), and a LETOR evaluation convention keeps score ties in file
+    order: ``evaluation.ties`` must be ``stable`` when any dataset is graded by one, in its runs
+    or in a table's evaluation."""
+    for protocol in config["protocols"]:
+        for dataset in config["datasets"]:
+            plan.protocol_convention(config, protocol, dataset)
     if config.get("evaluation", {}).get("ties", "stable") == "stable":
         return
     graded = [(f"dataset '{name}'", dataset_convention(config, name)) for name in config["datasets"]]

@@ -187,6 +187,26 @@ def _carve(train: dict, fraction: float, rng: np.random.Generator) -> tuple[dict
     return _take_queries(train, ~is_vali), _take_queries(train, is_vali)
 
 
+def describe_arf_filter(options: dict | None, synthetic: bool = False) -> str:
+    """The ARF filter of a dataset's preparation ``options`` (``synthetic``: the generator's options
+    may be among them) in one sentence (captions), or "" when it is off.
+
+    >>> describe_arf_filter({"arf_filter": True})
+    'ARF filter (Appendix B.2), on the train, vali and test splits: queries with more than 40 documents and at least 15 positives (label > 0) are kept; a query longer than 200 is cut to 200: 15 distinct positives, then 185 documents drawn from the whole query with replacement, in file order; every list holds 41 to 200.'
+    """
+    o = resolve_options(options or {}, synthetic)
+    if not o["arf_filter"]:
+        return ""
+    k, cap = o["arf_min_positive"], o["arf_max_docs"]
+    draw = "with" if o["arf_replace"] else "without"
+    splits = ", ".join(o["arf_splits"][:-1]) + f" and {o['arf_splits'][-1]}" if len(o["arf_splits"]) > 1 \
+        else o["arf_splits"][0]
+    return (f"ARF filter (Appendix B.2), on the {splits} split{'s' if len(o['arf_splits']) > 1 else ''}: queries "
+            f"with more than {o['arf_min_docs']} documents and at least {k} positives (label > 0) are kept; a query "
+            f"longer than {cap} is cut to {cap}: {k} distinct positives, then {cap - k} documents drawn from the "
+            f"whole query {draw} replacement, in file order; every list holds {o['arf_min_docs'] + 1} to {cap}.")
+
+
 def _arf(split: dict, o: dict, rng: np.random.Generator) -> dict:
     """ARF filter (see module docstring); vectorised over queries."""
     lengths = np.diff(split["offsets"])

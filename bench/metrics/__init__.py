@@ -94,7 +94,7 @@ ever NaN, so significance tests can pair queries exactly.
 from __future__ import annotations
 
 from bench.choices import CONVENTIONS
-from bench.metrics.captions import RECALL_CAPTIONS, conventions_caption
+from bench.metrics.captions import RECALL_CAPTIONS, conventions_caption, validation_rules
 from bench.metrics.conventions import REGISTRY, metric_convention
 from bench.metrics.grade import evaluate, evaluate_with_convention, summarize
 from bench.metrics.letor import LETOR_KINDS, LETOR_SCRIPTS
@@ -112,5 +112,5 @@ from bench.metrics.names import (
 __all__ = [
     "CONVENTIONS", "LETOR_KINDS", "LETOR_SCRIPTS", "LOWER_IS_BETTER", "RECALL_CAPTIONS", "REGISTRY", "VALID_FORMS",
     "MetricSpec", "conventions_caption", "dropped_column", "evaluate", "evaluate_with_convention", "higher_is_better",
-    "is_metric_column", "metric_convention", "parse_metric", "summarize", "weight_column",
+    "is_metric_column", "metric_convention", "parse_metric", "summarize", "validation_rules", "weight_column",
 ]

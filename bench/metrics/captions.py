@@ -190,3 +190,27 @@ def _every_metric(conv: Convention) -> list[str]:
 def _check(key: str, value: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
         raise ValueError(f"{key}={value!r} is not one of {list(choices)}")
+
+
+#: what a query without a relevant document scores in NDCG under each empty-query rule
+_EMPTY_SCORE = {"one": "1", "zero": "0", "drop": "no value (it is dropped)"}
+
+
+def validation_rules(convention: str = "default", empty_query: str = "one") -> str:
+    """One phrase naming the rules a validation split is graded by (early stopping, the tested
+    checkpoint, selection and validation curves): the convention's tool and what a query without
+    a relevant document scores there, which shifts every NDCG curve by that share of queries.
+
+    >>> validation_rules("tfranking")
+    'the rules of TF-Ranking (convention tfranking; a query without a relevant document scores 0)'
+    >>> validation_rules()
+    "the suite's default rules (a query without a relevant document scores 1)"
+    """
+    _check("convention", convention, CONVENTIONS)
+    _check("empty_query", empty_query, EMPTY_QUERY_CHOICES)
+    conv = convention_spec(convention)
+    empty = "zero" if is_letor(convention) else conv.empty_query or empty_query
+    scores = f"a query without a relevant document scores {_EMPTY_SCORE[empty]}"
+    if convention == "default":
+        return f"the suite's default rules ({scores})"
+    return f"the rules of {conv.tool} (convention {convention}; {scores})"

@@ -118,7 +118,8 @@ def _cli_figure(args) -> int:
         fig = F.scaling_figure(pd.read_csv(_one(inputs, name)), spec.get("steps"), spec.get("batch_lists"))
     elif name == "temperature_figure":
         data = F.temperature_data(F.read_curves(spec["runs"]), spec["metrics"], spec["vali_list_size"], spec["smoothing"])
-        fig = F.temperature_figure(data, spec["vali_list_size"], spec["smoothing"], spec.get("subject"))
+        fig = F.temperature_figure(data, spec["vali_list_size"], spec["smoothing"], spec.get("subject"),
+                                   spec.get("graded"))
     elif name == "listsize_figure":
         data = F.listsize_data(read_frame(_one(inputs, name)), spec["dataset"], spec["l_train"],
                                spec["list_sizes"], spec["metrics"])
@@ -133,7 +134,7 @@ def _cli_figure(args) -> int:
             print(f"recall_heatmap: {panel['label']} on {panel['dataset_label']}: {share.caption()}")
         fig = heatmap.recall_heatmaps(per_query, spec)
     elif name == "neuralndcg_curves":
-        fig = F.neuralndcg_curves(read_frame(_one(inputs, name)))
+        fig = F.neuralndcg_curves(read_frame(_one(inputs, name)), spec.get("taus"))
     elif name == "quality_cost_figure":
         from bench.report.quality_cost import quality_cost_figure
 

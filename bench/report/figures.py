@@ -226,7 +226,7 @@ def _title(fig, text: str | None, height_in: float) -> None:
     """The figure's title above its panels (``text`` None: none), room made for it."""
     if text:
         fig.suptitle(text, fontsize=10)
-        fig.tight_layout(rect=(0, 0, 1, 1 - 0.3 / height_in))
+        fig.tight_layout(rect=(0, 0, 1, 1 - 0.3 * (1 + text.count("\n")) / height_in))
     else:
         fig.tight_layout()
 
@@ -309,10 +309,13 @@ def temperature_data(curves: pd.DataFrame, metrics: list[str], list_size: int, s
     return pd.concat(rows, ignore_index=True)
 
 
-def temperature_figure(data: pd.DataFrame, list_size: int, smoothing: float, subject: str | None = None):
+def temperature_figure(data: pd.DataFrame, list_size: int, smoothing: float, subject: str | None = None,
+                       graded: str | None = None):
     """PiRank Figs. 5 and 8-12 from :func:`temperature_data`: each curve smoothed, the raw one
     faint behind it, against thousands of iterations; the title names ``subject`` (the loss and
-    dataset, :func:`bench.config.plan.figure_subject`)."""
+    dataset, :func:`bench.config.plan.figure_subject`) and the rules the validation metrics are
+    graded by (``graded``, :func:`bench.metrics.validation_rules`: a query without a relevant
+    document scores 0 under TF-Ranking's, which lowers every NDCG curve by that share of queries)."""
     panels = list(dict.fromkeys(data["panel"]))
     labels = list(dict.fromkeys(data["label"]))
     ncols = 3
@@ -346,7 +349,8 @@ def temperature_figure(data: pd.DataFrame, list_size: int, smoothing: float, sub
     for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)
     how = f"smoothed as TensorBoard does (weight {smoothing:g}), raw faint behind" if smoothing > 0 else "raw"
-    _title(fig, f"Temperature: {subject or 'PiRank-NDCG@10'}; {how}; mean over seeds", 3.4 * nrows)
+    rules = f"\nvalidation metrics graded by {graded}" if graded else ""
+    _title(fig, f"Temperature: {subject or 'PiRank-NDCG@10'}; {how}; mean over seeds{rules}", 3.4 * nrows)
     return fig
 
 
@@ -398,8 +402,10 @@ def listsize_figure(data: pd.DataFrame, subject: str | None = None):
 
 # ----------------------------------------------------------------------------- NeuralNDCG toy curves
 
-def neuralndcg_curves(data: pd.DataFrame):
-    """Two panels (Figs. 1 and 2) from :func:`bench.curves.neuralndcg_curve_data`'s table."""
+def neuralndcg_curves(data: pd.DataFrame, taus: list[float] | None = None):
+    """Two panels (Figs. 1 and 2) from :func:`bench.curves.neuralndcg_curve_data`'s table; the
+    title says that the temperatures ``taus`` are this suite's (the paper's text names none for
+    its Fig. 2: they are in its figure's legend only)."""
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
     titles = {"fig1": "y = [2, 1, 0, 0, 0], s = [4, 1, 0, 0, x]  (NeuralNDCG Fig. 1)",
               "fig2": "y = [1, 2, 3, 4, 5], s = [1, 2, 3, 4, x]  (NeuralNDCG Fig. 2)"}
@@ -414,5 +420,7 @@ def neuralndcg_curves(data: pd.DataFrame):
         ax.set_ylabel("NDCG@max / NeuralNDCG@max")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
-    fig.tight_layout()
+    shown = ", ".join(f"{t:g}" for t in taus or [])
+    _title(fig, shown and (f"NeuralNDCG at tau = {shown}: this suite's temperatures (figures.neuralndcg_curves.taus), "
+                           "not read off the paper's figures"), 4.2)
     return fig

@@ -158,7 +158,8 @@ def recall_heatmaps(per_query: pd.DataFrame, spec: dict[str, Any]):
         for ax in axes[r][len(mine):]:
             ax.axis("off")
         fig.colorbar(image, ax=list(axes[r]), shrink=0.85, label=f"mean Recall@m@k{variant}")
-    fig.text(0.01, -0.02, " ".join([_CAPTION, *_convention_notes(spec)]), fontsize=7, ha="left", va="top", wrap=True)
+    fig.text(0.01, -0.02, " ".join([_CAPTION, *_convention_notes(spec), *spec.get("notes", [])]), fontsize=7,
+             ha="left", va="top", wrap=True)
     return fig
 
 

@@ -74,7 +74,11 @@ def annealing_figure(spec: dict[str, Any], inputs: list[str]):
         a.xaxis.set_major_locator(MaxNLocator(integer=True))
         a.grid(True, alpha=0.3)
         a.legend(fontsize=7)
-    fig.tight_layout()
+    if spec.get("graded"):  # the rules the validation curve is graded by (bench.metrics.validation_rules)
+        fig.suptitle(f"PiRank Fig. 13: validation graded by {spec['graded']}", fontsize=9)
+        fig.tight_layout(rect=(0, 0, 1, 0.93))
+    else:
+        fig.tight_layout()
     return fig
 
 

@@ -189,6 +189,9 @@ def caption(spec: dict[str, Any], has_paper: bool, published: str = "") -> str:
         f"{corr}, alpha = {stats['alpha']})."
     )
     parts.extend(_convention_parts(spec, ev))
+    parts.extend(validation_caption(spec))
+    parts.extend(reference_caption(spec))
+    parts.extend(spec.get("notes") or [])
     if spec.get("constant"):
         parts.append(spec["constant"])
     parts.extend(differences_caption(spec))
@@ -246,6 +249,46 @@ def _convention_parts(spec: dict[str, Any], ev: dict[str, Any]) -> list[str]:
             text = f"{names}: {text}"
         parts.append(text)
     return parts
+
+
+def validation_caption(spec: dict[str, Any]) -> list[str]:
+    """The caption's sentence on how validation is graded (``spec["validation"]``,
+    :func:`bench.config.plan.validation_spec`): early stopping, the tested checkpoint and selection
+    read the protocol's validation values, which every table sharing its runs shares.
+
+    >>> spec = {"datasets": [{"name": "d", "label": "D"}], "conventions": {"d": "tfranking"},
+    ...         "validation": {"protocol": "p", "conventions": {"d": "tfranking"}, "rules": {"d": "R"}, "shared": ["t2"]}}
+    >>> validation_caption(spec)[0]
+    "Validation (early stopping, the tested checkpoint, selection) is graded by R, as the test split; this table shares the p protocol's runs, graded once, with t2."
+    """
+    v = spec.get("validation")
+    if not v:
+        return []
+    labels = {ds["name"]: ds.get("label") or ds["name"] for ds in spec.get("datasets", [])}
+    same = all(v["conventions"][ds] == (spec.get("conventions") or {}).get(ds) for ds in v["conventions"])
+    groups: dict[str, list[str]] = {}
+    for ds, rules in v["rules"].items():
+        groups.setdefault(rules, []).append(labels.get(ds, ds))
+    graded = ("; ".join(f"{', '.join(names)}: {rules}" for rules, names in groups.items()) if len(groups) > 1
+              else next(iter(groups), "the suite's default rules"))
+    shared = (f"; this table shares the {v['protocol']} protocol's runs, graded once, with {', '.join(v['shared'])}"
+              if v["shared"] else "")
+    how = "as the test split" if same else "not as the test split"
+    return [f"Validation (early stopping, the tested checkpoint, selection) is graded by {graded}, {how}{shared}."]
+
+
+def reference_caption(spec: dict[str, Any]) -> list[str]:
+    """The caption's sentence on the rows at the paper's chosen points (``reference`` rows of
+    ``spec["methods"]``, :func:`bench.config.plan.table_rows`): which point each is, per dataset,
+    and that they stand beside the tested methods, not among them."""
+    rows = [m for m in spec.get("methods", []) if m.get("reference")]
+    if not rows:
+        return []
+    points = "; ".join(f"{m['label']}: " + ", ".join(f"{p} on {ds}" for ds, p in m["points"].items()) for m in rows)
+    return [f"Rows 'at the paper's ...': the grid point the paper's own row was trained at ({points}), "
+            "trained and graded as every row here; compare these, not the validation-selected rows, with the paper's "
+            "numbers. They stand beside the tested methods, not among them: never bold, their p-value against "
+            "the best uncorrected."]
 
 
 def caption_metric_sentence(index: dict[tuple[str, str, str], dict[str, Any]], spec: dict[str, Any]) -> str:
@@ -321,7 +364,7 @@ def build_table(stats: pd.DataFrame, spec: dict[str, Any], paper: pd.DataFrame |
                 rec = index.get((key, metric, m["name"]))
                 row.append(_stat_cell(rec, metric, several))
                 if with_paper:
-                    row.append(_paper_cell(paper, rec, role, None, m["name"], metric))
+                    row.append(_paper_cell(paper, rec, role, None, m.get("paper_as", m["name"]), metric))
             rows.append(row)
         if with_paper and published:
             rows.append([Cell(text) for text in P.range_row(paper[paper.role == role], spec["metrics"])])

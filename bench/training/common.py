@@ -89,7 +89,7 @@ def evaluate_split(
     query_ids: np.ndarray | None = None,
 ) -> pd.DataFrame:
     """Per-query metrics through :func:`bench.metrics.evaluate`, the suite's only metric code,
-    under the dataset's convention (``metrics["convention"]``, ``default`` when absent)."""
+    under the run's convention (``metrics["convention"]``: its protocol's, ``default`` when absent)."""
     from bench.metrics import evaluate_with_convention
 
     return evaluate_with_convention(

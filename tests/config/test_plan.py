@@ -170,8 +170,9 @@ def test_figures_read_computed_tables(cfg):
 
 def test_command_arguments_for_stats_and_the_scaling_benchmark(cfg):
     st = cfg["stats"]
-    assert " ".join(plan.stats_args(cfg)) == (f"--test {st['test']} --correction {st['correction']} --alpha {st['alpha']} "
-                                               f"--n-boot {st['n_boot']} --seed {st['seed']}")
+    assert " ".join(plan.stats_args(cfg, "unified_table")) == (
+        f"--test {st['test']} --correction {st['correction']} --alpha {st['alpha']} --n-boot {st['n_boot']} "
+        f"--seed {st['seed']}")
     args = plan.perf_args(cfg)
     spec = cfg["figures"]["scaling_figure"]
     assert args[args.index("--lengths") + 1] == ",".join(map(str, spec["sizes"]))
@@ -256,8 +257,10 @@ def test_each_papers_table_is_graded_by_its_papers_tool(profile):
     heatmap_ds = plan.table_datasets(cfg, "arf_table2")[0]
     assert plan.evaluation_convention(cfg, "recall_heatmap", heatmap_ds) == "tfranking"
     assert plan.evaluation_convention(cfg, "freeze", heatmap_ds) == "default"
-    mslr = plan.table_datasets(cfg, "pirank_table1")[0]
-    assert "convention" not in plan.run_config(cfg, "pirank", mslr, "ranknet")["metrics"]
+    mslr = plan.table_datasets(cfg, "pirank_table1")[0]  # runs validate as their tables grade (issue 41)
+    assert plan.run_config(cfg, "pirank", mslr, "ranknet")["metrics"]["convention"] == "tfranking"
+    assert "convention" not in plan.run_config(cfg, "unified", plan.table_datasets(cfg, "unified_table")[0],
+                                               "ranknet")["metrics"]
 
 
 def test_a_tables_convention_is_validated_and_yields_to_a_forced_one():

@@ -5,7 +5,7 @@ values the paper states, each with where it states it. The config marks every va
 not give, or that the suite sets differently, once, where the value is set: a ``choices`` mapping
 ``key -> short reason`` in the protocol (its ``model.*``, ``train.*``, ``seeds`` and run-kind
 section keys, and ``methods.<name>.<path>`` for a method read the paper's way), and in a dataset
-(its ``options.*``). Several keys may share one reason: ``"train.patience, train.restore_best"``.
+(its ``options.*``). Several keys may share one reason: ``"train.patience, train.checkpoint"``.
 
 :func:`check_paper_profile` holds the two together. For every protocol with stated settings and
 every dataset its tables read (roles resolved), it reports:

@@ -18,6 +18,9 @@
   run config with its section is handed to;
 - :mod:`~bench.training.progress`: a running job's progress line and record (torch-free; what
   ``ltr-bench status`` reads);
+- :mod:`~bench.training.refit`: which model a run tests (``train.checkpoint``) and the refit on
+  train + validation (``train.refit``; torch-free: the run kinds' refusal, the refit's length,
+  the full training fold);
 - :mod:`~bench.training.common`: what every run kind shares (load the fold, evaluate a split,
   record provenance, write the run directory);
 - :mod:`~bench.training.cli`: one command per rule of the run kinds (``ltr-bench train``,

@@ -22,6 +22,7 @@ from bench.config import kinds
 from bench.config.run import read_run_config
 from bench.errors import ConfigError, UsageError
 from bench.training.common import DEVICE_CHOICES
+from bench.training.refit import job_settings
 
 # what each command's arguments say (a rule without an entry gets the generic words)
 HELP = {
@@ -52,14 +53,15 @@ def add_run_arguments(p, *, method_help: str, config_help: str, quiet_help: str,
 def run_job(config: dict[str, Any], prepared_dir: str | os.PathLike, out_dir: str | os.PathLike, *, method: str,
             seed: int, rule: str | None = None, **options: Any) -> Path:
     """Run ``method`` by the kind that trains it under ``config``: the kind's resolver turns the
-    job's config into settings (:mod:`bench.config.settings`), its run function trains from them.
+    job's config into settings (:mod:`bench.config.settings`), :func:`bench.training.refit.job_settings`
+    adds the tested model's keys (or refuses a refit the kind cannot do), its run function trains from them.
     ``rule``: the command asked for (a method of another rule's kind is refused, naming the
     command that runs it)."""
     name = kinds.run_kind(config, method, rule)
     kind = kinds.RUN_KINDS[name]
     if rule is not None and kind.rule != rule:
         raise ConfigError(f"methods.{method}: a {name} method; run it with `ltr-bench {kind.rule}`")
-    settings = kinds.load(kind.resolve)(config, method)
+    settings = job_settings(name, kinds.load(kind.resolve)(config, method), config, method)  # checkpoint, refit
     run = kinds.load(kind.run)
     accepted = inspect.signature(run).parameters
     for option, value in list(options.items()):

@@ -31,8 +31,12 @@ schema's ``$defs/train``, ``workflows/schemas/config.schema.yaml``, read by
   (NeuralNDCG: ``lr_step: 50``). ``grad_clip`` (null): max global L2 norm of the gradient.
 - ``early_stopping_metric`` (``ndcg@10``): validation metric (via
   :func:`bench.metrics.evaluate`, lower is better for ``arp``); ``patience`` (null): stop
-  after this many epochs without improvement (null: run the whole budget);
-  ``restore_best`` (true): score the test split with the best validation epoch's weights.
+  after this many epochs without improvement (null: run the whole budget).
+- ``checkpoint`` (``best``): score the test split with the best validation epoch's weights
+  (``last``: the last epoch's, allRank's choice); it replaces ``restore_best`` (true: ``best``,
+  false: ``last``). ``refit`` (false): then train a new model from scratch on train +
+  validation for that epoch's length and test it instead (NeuralNDCG's protocol). Both:
+  :mod:`bench.training.refit`.
 - ``tau_schedule`` (null): for losses with a ``tau`` keyword, ``{kind: constant, value: T}``
   or ``{kind: exponential, start: T0, end: T1}``: per epoch ``tau_e = T0 (T1/T0)^(e/(E-1))``
   over the ``E`` budgeted epochs (null: the loss's own ``params.tau`` or default).

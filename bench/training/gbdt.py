@@ -18,9 +18,14 @@ A GBDT method in the config::
 that many rounds without improvement of ``early_stopping_metric`` on the validation split
 (default: the shared ``train.early_stopping_metric``, else the schema's default of it; every
 default here is the schema's, ``workflows/schemas/config.schema.yaml``) and the test split is
-scored with the best round. run.json's ``result`` records both: ``rounds_trained`` (the
-rounds actually boosted, one row each in curve.csv) and ``best_iteration`` (1-based, the
-round whose model scores the test split), for both libraries. The validation metric is computed by
+scored with the best round, or with every round boosted under the shared ``train.checkpoint:
+last``. run.json's ``result`` records ``rounds_trained`` (the rounds actually boosted, one row
+each in curve.csv), ``best_iteration`` (1-based, the round with the best validation value),
+``checkpoint`` and ``tested_iteration`` (the rounds whose model scores the test split), for both
+libraries. With the shared ``train.refit: true`` the run then boosts ``tested_iteration`` rounds
+from scratch on train + validation (no validation, no early stopping; same parameters and seed)
+and that model scores the test split (:mod:`bench.training.refit`; ``result.refit`` records it,
+the training timing and the curve stay the first fit's). The validation metric is computed by
 :func:`bench.metrics.evaluate` (a custom eval function; the libraries' own metrics are
 disabled), so GBDT and neural runs stop on the same metric conventions. ``metrics``
 defaults to the shared ``metrics`` section.
@@ -55,7 +60,9 @@ function once rounds are counted (round/total, seconds per round, elapsed, an ET
 upper bound, early stopping may end sooner, the validation metric and the best round so
 far), from the reporter's heartbeat while the fold loads, XGBoost builds its matrices, the
 first round sets the library up, the test split is scored and the run written (each a phase
-the line names).
+the line names); a refit's rounds are counted by a callback of ours, each line naming the refit.
+The refit's training fold is a copy (:func:`bench.training.refit.full_training_split`): the
+libraries bin one matrix.
 """
 
 from __future__ import annotations
@@ -67,7 +74,8 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,6 +89,7 @@ from bench.results import training_timing
 from bench.seeds import derive_seed
 from bench.training.common import RunFold, RunOutput, check_device, evaluate_split, load_fold, log, write_result
 from bench.training.progress import Reporter
+from bench.training.refit import full_training_split, refit_record, tested_model
 
 SEEDING = "bench.seeds.derive_seed(dataset, fold, method, seed)"
 
@@ -136,6 +145,8 @@ class GbdtFit:
     fit_started: float = 0.0  # perf_counter when the last fit started
     metric_seconds: float = 0.0  # spent in score_round since then
     train_seconds: float = 0.0  # the last finished fit, score_round excluded
+    checkpoint: str = "best"  # train.checkpoint: the rounds that score the test split (best or all)
+    refit: bool = False  # train.refit: boost them again on train + validation, and test that model
 
     def start(self) -> None:
         """A fit (re)starts: no rounds yet (a failed GPU attempt's rounds and time do not count)."""
@@ -206,6 +217,27 @@ class _RoundProgress:
                            elapsed_s=now - self.started, eta_s=(self.total - done) * self.unit_s,
                            eta_is_upper_bound=True, docs_per_s=None, vali=vali)
 
+    def refit(self, rounds: int, queries: int) -> None:
+        """A refit of ``rounds`` rounds on ``queries`` queries starts: its lines name it, count
+        its rounds, and have an exact ETA (no early stopping)."""
+        self.total, self.t_last, self.n_last, self.unit_s = rounds, time.perf_counter(), 0, None
+        self.reporter.phase = f"refit on train + validation ({queries} queries, {rounds} rounds, no validation)"
+
+    def refit_round(self, done: int) -> None:
+        """After the refit's round ``done`` (1-based): a line when due (the first round only
+        starts the clock: it holds the library's set-up)."""
+        now = time.perf_counter()
+        if done == 1:
+            self.t_last, self.n_last = now, 1
+            return
+        if not self.reporter.due():
+            return
+        self.unit_s = (now - self.t_last) / max(done - self.n_last, 1)
+        self.t_last, self.n_last = now, done
+        self.reporter.emit(unit_s=self.unit_s, done=done, total=self.total, epoch=None, epochs=None,
+                           elapsed_s=now - self.started, eta_s=(self.total - done) * self.unit_s,
+                           eta_is_upper_bound=False, docs_per_s=None, vali=None)
+
 
 def _split_arrays(split) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """A split's arrays for the libraries: the features *not* copied (the read-only mapping of
@@ -233,12 +265,19 @@ def _lgb_model_parameters(model_text: str) -> dict[str, str]:
     return out
 
 
-def _train_lightgbm(g: GbdtFit) -> tuple[np.ndarray, dict[str, Any]]:
+def _lgb_params(g: GbdtFit) -> dict[str, Any]:
+    """LightGBM's parameters of a fit (its device aside): objective, no library metric, seed, ``params``."""
+    return {"objective": g.cfg["objective"], "metric": "None", "seed": g.seed_value, **g.cfg["params"]}
+
+
+def _train_lightgbm(g: GbdtFit) -> tuple[np.ndarray | None, dict[str, Any]]:
+    """The fit with early stopping; the test scores of the tested rounds (None when a refit will
+    score the test split instead) and the library's record."""
     import lightgbm as lgb
 
     cfg = g.cfg
     (xt, yt, ot, _), (xv, yv, ov, _), (xs, _, _, _) = g.data
-    params = {"objective": cfg["objective"], "metric": "None", "seed": g.seed_value, **cfg["params"]}
+    params = _lgb_params(g)
 
     def feval(preds, _dataset):
         return cfg["early_stopping_metric"], g.score_round(preds), g.higher
@@ -256,6 +295,7 @@ def _train_lightgbm(g: GbdtFit) -> tuple[np.ndarray, dict[str, Any]]:
             valid_names=["vali"],
             feval=feval,
             callbacks=[lgb.early_stopping(cfg["early_stopping_rounds"], first_metric_only=True, verbose=False)],
+            keep_training_booster=g.checkpoint == "last",  # else the booster is cut at its best round
         )
         g.finished()
         return booster
@@ -265,14 +305,16 @@ def _train_lightgbm(g: GbdtFit) -> tuple[np.ndarray, dict[str, Any]]:
         device = cfg["params"].get("device_type", "cpu")
         booster = fit(device)
     best = booster.best_iteration if booster.best_iteration > 0 else booster.current_iteration()
-    scores = booster.predict(xs, num_iteration=best)
+    # lgb.train returns the booster cut at its best iteration (it reloads the model saved with
+    # num_iteration=best) unless it keeps the training booster; our metric ran once per boosted
+    # round, so the history's length is the number of rounds actually trained.
+    tested = int(best) if g.checkpoint == "best" else len(g.history)
+    scores = None if g.refit else booster.predict(xs, num_iteration=tested)
     record = {
         "device": device,
         "best_iteration": int(best),
-        # lgb.train returns the booster cut at its best iteration (it reloads the model saved
-        # with num_iteration=best), so current_iteration() is `best`; our metric ran once per
-        # boosted round, so the history's length is the number of rounds actually trained.
         "rounds_trained": len(g.history),
+        "tested_iteration": tested,
         "booster_params": booster.params,
         "model_parameters": _lgb_model_parameters(booster.model_to_string(num_iteration=best)),
     }
@@ -292,7 +334,13 @@ def _lightgbm_on_gpu(g: GbdtFit, fit: Callable, error: type) -> tuple[str, Any]:
     return "cpu", None
 
 
-def _train_xgboost(g: GbdtFit) -> tuple[np.ndarray, dict[str, Any]]:
+def _xgb_params(g: GbdtFit) -> dict[str, Any]:
+    """XGBoost's parameters of a fit (its device aside): objective, no library metric, seed, ``params``."""
+    return {"objective": g.cfg["objective"], "disable_default_eval_metric": 1, "seed": g.seed_value, **g.cfg["params"]}
+
+
+def _train_xgboost(g: GbdtFit) -> tuple[np.ndarray | None, dict[str, Any]]:
+    """As :func:`_train_lightgbm`, with XGBoost."""
     import xgboost as xgb
 
     cfg = g.cfg
@@ -303,7 +351,7 @@ def _train_xgboost(g: GbdtFit) -> tuple[np.ndarray, dict[str, Any]]:
 
     g.phase("building XGBoost's matrices (quantile sketch of the training features)")
     matrices = list(_xgboost_matrices(g, xgb))  # (train, vali); cleared before the test split is scored
-    params = {"objective": cfg["objective"], "disable_default_eval_metric": 1, "seed": g.seed_value, **cfg["params"]}
+    params = _xgb_params(g)
 
     def fit(device: str):
         g.start()
@@ -336,11 +384,14 @@ def _train_xgboost(g: GbdtFit) -> tuple[np.ndarray, dict[str, Any]]:
         booster = fit(device)
     matrices.clear()
     best = int(getattr(booster, "best_iteration", booster.num_boosted_rounds() - 1))
-    scores = booster.inplace_predict(xs, iteration_range=(0, best + 1))  # from the mapped array, no DMatrix
+    tested = best + 1 if g.checkpoint == "best" else int(booster.num_boosted_rounds())
+    # from the mapped array, no DMatrix
+    scores = None if g.refit else booster.inplace_predict(xs, iteration_range=(0, tested))
     record = {
         "device": device,
         "best_iteration": best + 1,
         "rounds_trained": int(booster.num_boosted_rounds()),
+        "tested_iteration": tested,
         "booster_params": params,
         "model_parameters": json.loads(booster.save_config()),
     }
@@ -362,17 +413,83 @@ def _xgboost_matrices(g: GbdtFit, xgb) -> tuple[Any, Any]:
     back to a ``DMatrix`` inside XGBoost: the GPU path pays that copy, the CPU one does not.)
     """
     (xt, yt, ot, _), (xv, yv, ov, _), _ = g.data
-    if _quantile_matrices(g.cfg["params"]):
-        max_bin = g.cfg["params"].get("max_bin", 256)  # must match the training parameter
-        dtrain = xgb.QuantileDMatrix(xt, label=yt, group=np.diff(ot), max_bin=max_bin)
-        return dtrain, xgb.QuantileDMatrix(xv, label=yv, group=np.diff(ov), ref=dtrain, max_bin=max_bin)
-    dtrain = xgb.DMatrix(xt, label=yt, group=np.diff(ot))
-    return dtrain, xgb.DMatrix(xv, label=yv, group=np.diff(ov))
+    dtrain = _xgboost_matrix(xgb, g.cfg["params"], (xt, yt, ot))
+    return dtrain, _xgboost_matrix(xgb, g.cfg["params"], (xv, yv, ov), ref=dtrain)
+
+
+def _xgboost_matrix(xgb, params: dict[str, Any], data: tuple, ref: Any = None) -> Any:
+    """One split's matrix (``data``: features, labels, offsets) as :func:`_xgboost_matrices` builds
+    it; ``ref``: the training matrix whose cuts a ``QuantileDMatrix`` reuses."""
+    x, y, offsets = data
+    if _quantile_matrices(params):
+        max_bin = params.get("max_bin", 256)  # must match the training parameter
+        if ref is None:
+            return xgb.QuantileDMatrix(x, label=y, group=np.diff(offsets), max_bin=max_bin)
+        return xgb.QuantileDMatrix(x, label=y, group=np.diff(offsets), ref=ref, max_bin=max_bin)
+    return xgb.DMatrix(x, label=y, group=np.diff(offsets))
 
 
 def _quantile_matrices(params: dict[str, Any]) -> bool:
     """Whether :func:`_xgboost_matrices` builds ``QuantileDMatrix`` objects (``hist`` only)."""
     return params.get("tree_method", "hist") == "hist"
+
+
+# ----------------------------------------------------------------------------- the refit
+
+
+def _refit_lightgbm(g: GbdtFit, data: tuple, rounds: int, device: str) -> np.ndarray:
+    """``rounds`` rounds on ``data`` (features, labels, offsets), no validation; the test scores."""
+    import lightgbm as lgb
+
+    x, y, offsets = data
+    dfull = lgb.Dataset(x, label=y, group=np.diff(offsets), free_raw_data=True)
+    progress = g.progress
+
+    def count(env) -> None:
+        if progress is not None:
+            progress.refit_round(env.iteration + 1)
+
+    booster = lgb.train({**_lgb_params(g), "device_type": device}, dfull, num_boost_round=rounds, callbacks=[count])
+    return booster.predict(g.data[2][0], num_iteration=rounds)
+
+
+def _refit_xgboost(g: GbdtFit, data: tuple, rounds: int, device: str) -> np.ndarray:
+    """As :func:`_refit_lightgbm`, with XGBoost (the matrix as :func:`_xgboost_matrices` builds it)."""
+    import xgboost as xgb
+
+    progress = g.progress
+
+    class Count(xgb.callback.TrainingCallback):
+        def after_iteration(self, model, epoch, evals_log) -> bool:
+            if progress is not None:
+                progress.refit_round(epoch + 1)
+            return False  # never stops the boosting
+
+    g.phase("refit: building XGBoost's matrix of train + validation")
+    dfull = _xgboost_matrix(xgb, g.cfg["params"], data)
+    booster = xgb.train({**_xgb_params(g), "device": device}, dfull, num_boost_round=rounds, callbacks=[Count()],
+                        verbose_eval=False)
+    del dfull
+    return booster.inplace_predict(g.data[2][0], iteration_range=(0, rounds))
+
+
+def _refit_library(g: GbdtFit, run: RunFold, record: dict[str, Any]) -> tuple[np.ndarray, dict[str, Any]]:
+    """Boost the tested rounds again, from scratch, on train + validation, on the first fit's
+    device (:mod:`bench.training.refit`); the refit model's test scores and ``result.refit``."""
+    t0 = time.perf_counter()
+    rounds = int(record["tested_iteration"])
+    g.phase("refit: copying train + validation into one training split")
+    full = full_training_split(run.prepared)
+    x, y, offsets, _ = _split_arrays(full)
+    if g.progress is not None:
+        g.progress.refit(rounds, full.n_queries)
+    refit = _refit_lightgbm if g.cfg["gbdt"] == "lightgbm" else _refit_xgboost
+    with _library_errors(g, run):
+        t_lib = time.perf_counter()
+        scores = refit(g, (x, y, offsets), rounds, record["device"])
+        train_seconds = time.perf_counter() - t_lib
+    return scores, refit_record(full, {"unit": "rounds", "rounds": rounds}, train_seconds=train_seconds,
+                                train_docs=full.n_docs * rounds, epochs=rounds, seconds=time.perf_counter() - t0)
 
 
 # ----------------------------------------------------------------------------- the run
@@ -415,6 +532,7 @@ def gbdt_run(
         t_fit = time.perf_counter()
         raw, record = _fit_library(g, run)
         fit_seconds = time.perf_counter() - t_fit
+        raw, refit = _refit_library(g, run, record) if g.refit else (raw, None)  # a refit's model scores the test
         reporter.phase = "scoring the test split"
         scores = np.asarray(raw, dtype=np.float32)  # evaluate exactly what scores.npy stores
         if not np.isfinite(scores).all():
@@ -422,12 +540,15 @@ def gbdt_run(
         _, ys, os_, qs = g.data[2]
         frame = evaluate_split(scores, ys, os_, cfg["metrics"], query_ids=qs)
         stop = cfg["early_stopping_metric"]
-        protocol = run.protocol("gbdt", SEEDING, early_stopping_metric=stop, metrics=cfg["metrics"])
-        result = _result(g, record, frame, fit_seconds=fit_seconds)
+        protocol = run.protocol("gbdt", SEEDING, early_stopping_metric=stop, metrics=cfg["metrics"],
+                                checkpoint=g.checkpoint, refit=g.refit)
+        result = _result(g, record, frame, fit_seconds=fit_seconds, refit=refit)
         if not quiet:
             log(
                 f"{cfg['gbdt']} {cfg['objective']}: {record['rounds_trained']} rounds, best {record['best_iteration']}, "
                 f"vali {stop} {result['best_vali']}, {fit_seconds:.1f}s on {record['device']}"
+                + ("" if refit is None else f"; refit {refit['rounds']} rounds on train + validation, "
+                                            f"{refit['seconds']:.1f}s")
             )
         reporter.phase = "writing the run directory"
         output = RunOutput(scores, frame, _curve(cfg, g.history), _facts(g, record, result, started))
@@ -465,22 +586,32 @@ def _gbdt_fit(cfg: dict[str, Any], run: RunFold, want_gpu: bool) -> GbdtFit:
         frame = evaluate_split(np.asarray(preds, dtype=np.float32), yv, ov, cfg["metrics"], names=[stop])
         return summarize(frame, [stop])[stop]
 
-    return GbdtFit(cfg, data, seed_value, want_gpu, vali_metric, higher_is_better(stop))
+    checkpoint, refit = tested_model(cfg)
+    return GbdtFit(cfg, data, seed_value, want_gpu, vali_metric, higher_is_better(stop), checkpoint=checkpoint,
+                   refit=refit)
 
 
-def _fit_library(g: GbdtFit, run: RunFold) -> tuple[np.ndarray, dict[str, Any]]:
+def _fit_library(g: GbdtFit, run: RunFold) -> tuple[np.ndarray | None, dict[str, Any]]:
     """Train with the method's library; its own errors become a one-line :class:`LibraryError`."""
     trainer = _train_lightgbm if g.cfg["gbdt"] == "lightgbm" else _train_xgboost
-    try:
+    with _library_errors(g, run):
         return trainer(g)
-    except Exception as exc:  # library errors (bad labels, bad params) become a one-line user error
+
+
+@contextmanager
+def _library_errors(g: GbdtFit, run: RunFold) -> Iterator[None]:
+    """A library's own error (bad labels, bad params) as a one-line :class:`LibraryError` naming the method."""
+    try:
+        yield
+    except Exception as exc:
         if type(exc).__name__ not in ("LightGBMError", "XGBoostError"):
             raise
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise LibraryError(f"methods.{run.method}: {g.cfg['gbdt']} failed on {run.prepared_dir}: {first}") from exc
 
 
-def _result(g: GbdtFit, record: dict[str, Any], frame: pd.DataFrame, *, fit_seconds: float) -> dict[str, Any]:
+def _result(g: GbdtFit, record: dict[str, Any], frame: pd.DataFrame, *, fit_seconds: float,
+            refit: dict[str, Any] | None = None) -> dict[str, Any]:
     from bench.metrics import summarize
 
     history = g.history
@@ -489,6 +620,9 @@ def _result(g: GbdtFit, record: dict[str, Any], frame: pd.DataFrame, *, fit_seco
         "rounds_trained": record["rounds_trained"],
         "best_vali": history[record["best_iteration"] - 1] if history else None,
         "early_stopping_metric": g.cfg["early_stopping_metric"],
+        "checkpoint": g.checkpoint,
+        "tested_iteration": record["tested_iteration"],
+        "refit": refit,  # null, or bench.training.refit.refit_record of the model that scored the test split
         "fit_seconds": fit_seconds,
         "test_means": summarize(frame, g.cfg["metrics"]["names"]),
         "n_test_queries": int(g.data[2][2].size - 1),

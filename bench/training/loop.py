@@ -1,4 +1,4 @@
-"""The training loop proper: seeded epochs, validation, early stopping, checkpoints.
+"""The training loop proper: seeded epochs, validation, early stopping, checkpoints, the refit.
 
 :func:`fit` runs inside :func:`bench.training.device.deterministic`. Every draw comes from
 generators seeded by ``bench.seeds.derive_seed(dataset, fold, method, seed, purpose)``
@@ -20,6 +20,11 @@ tqdm bar when interactive, else a line at least every
 docs/s, elapsed, ETA, the validation metric); the progress record
 (:mod:`bench.training.progress`) is rewritten with every such line in both modes. None of it
 draws a random number or touches the model, so it cannot change a run's results.
+
+Which weights score the test split (``train.checkpoint``) and the refit on train + validation
+(``train.refit``, :func:`refit`): :mod:`bench.training.refit`. The refit is a second loop of
+:func:`train_epoch` passes on a :class:`Fit` of its own (:func:`refit_fit`), with no validation;
+its progress lines name it (``refit on train + validation``).
 """
 
 from __future__ import annotations
@@ -44,8 +49,9 @@ from bench.training.budget import Budget
 from bench.training.common import evaluate_split, log
 from bench.training.config import lr_at, tau_at
 from bench.training.device import autocast, feature_store
-from bench.training.loss import LossCall
+from bench.training.loss import LossCall, make_loss
 from bench.training.progress import Reporter
+from bench.training.refit import full_training_split, refit_length, refit_record
 from bench.training.state import CHECKPOINT_FORMAT, Trainables, TrainState, load_checkpoint, save_checkpoint
 from bench.training.vali_curve import curve_lists, curve_row
 
@@ -71,6 +77,7 @@ class Fit:
     # bfloat16 autocast of the model on the CPU too (with train.amp): only ``ltr-bench perf
     # train`` sets it, to measure it; no config key does (measured slower: docs/performance.md)
     amp_on_cpu: bool = False
+    prepared: Any = None  # the prepared fold (bench.data.PreparedFold) the splits come from: the refit reads it
 
     @property
     def tc(self) -> dict[str, Any]:
@@ -91,8 +98,7 @@ def setup(cfg: dict[str, Any], loss_call: LossCall, prepared, parts: tuple, devi
     n_bytes = sum(int(prepared.splits[s].features.nbytes) for s in ("train", "vali", "test"))
     store = feature_store(device, n_bytes, log)
     splits = {s: split_to_tensors(prepared.splits[s], store) for s in ("train", "vali", "test")}
-    lengths = splits["train"].offsets_np[1:] - splits["train"].offsets_np[:-1]
-    list_size = tc["list_size"] or max(int(lengths.max()), 1)
+    list_size = _list_size(tc, splits["train"])
     evals = {s: eval_lists(splits[s], device, list_size=tc["test_list_size"], batch_lists=tc["eval_batch_size"],
                            dataset=parts[0], fold=parts[1], split=s) for s in ("vali", "test")}
     curve = curve_lists(splits["vali"], device, tc, dataset=parts[0], fold=parts[1])
@@ -100,7 +106,14 @@ def setup(cfg: dict[str, Any], loss_call: LossCall, prepared, parts: tuple, devi
         evals["vali_curve"] = curve
     trainables, params = _trainables(cfg, loss_call, parts, splits["train"].features.shape[1], device)
     budget = Budget.of(tc, splits["train"].n_queries)
-    return Fit(cfg, loss_call, parts, device, store, splits, evals, list_size, trainables, params, budget)
+    return Fit(cfg, loss_call, parts, device, store, splits, evals, list_size, trainables, params, budget,
+               prepared=prepared)
+
+
+def _list_size(tc: dict[str, Any], train: SplitData) -> int:
+    """``L_train``: ``train.list_size``, or (null) the longest training query."""
+    lengths = train.offsets_np[1:] - train.offsets_np[:-1]
+    return tc["list_size"] or max(int(lengths.max()), 1)
 
 
 def _trainables(cfg, loss_call: LossCall, parts: tuple, n_features: int, device: torch.device):
@@ -144,8 +157,9 @@ def fit(f: Fit, *, quiet: bool, ckpt_path: Path, key: str, reporter: Reporter | 
                 os._exit(EXIT_STATUS)
     finally:
         progress.close()
+    refitted = refit(f, state, quiet=quiet, after=progress) if f.tc["refit"] else None
     progress.reporter.phase = "scoring the test split"
-    return finish(f, state)
+    return finish(f, state, refitted)
 
 
 def _epoch(f: Fit, state: TrainState, progress: _Progress) -> None:
@@ -285,22 +299,108 @@ def _curve_columns(f: Fit, tau: float | None) -> dict[str, float]:
                      metrics=f.cfg["metrics"], names=f.vali_names)
 
 
-def finish(f: Fit, state: TrainState) -> dict[str, Any]:
-    """Restore the best weights (``restore_best``), release the training split's pages
-    (:meth:`~bench.training.batches.SplitData.release_pages`), score and evaluate the test split."""
-    from bench.metrics import summarize
+def tested_checkpoint(tc: dict[str, Any], state: TrainState) -> str:
+    """The checkpoint a run tests: ``train.checkpoint``, except that a run without a best epoch
+    (no validation value ever improved: NaN every epoch) tests its last."""
+    return "best" if tc["checkpoint"] == "best" and state.best_state is not None else "last"
 
-    tc, model, test, ev = f.tc, f.trainables.model, f.splits["test"], f.evals["test"]
-    if tc["restore_best"] and state.best_state is not None:
+
+def tested_epoch(tc: dict[str, Any], state: TrainState) -> int:
+    """The 1-based epoch whose weights (or, with a refit, whose length) are tested."""
+    return state.best_epoch if tested_checkpoint(tc, state) == "best" else state.epoch
+
+
+@dataclass
+class Refitted:
+    """A finished refit (:func:`refit`): its :class:`Fit`, whose model scores the test split,
+    and run.json's ``result.refit`` (:func:`bench.training.refit.refit_record`)."""
+
+    fit: Fit
+    record: dict[str, Any]
+
+
+def refit(f: Fit, state: TrainState, *, quiet: bool, after: _Progress) -> Refitted:
+    """Train the tested model again, from scratch, on train + validation (:mod:`bench.training.refit`).
+
+    The full training fold is built from the prepared arrays, then the first fit's training and
+    validation splits leave ``f`` (their mapped pages released, a device copy freed: nothing
+    validates any more). :func:`train_epoch` passes follow until the refit's budget ends, epoch
+    ``e`` with the first fit's learning rate and temperature of epoch ``e``; no validation, no
+    checkpoint. ``after``: the first fit's progress (its reporter; its validation timing makes
+    the ETA of the test pass).
+    """
+    t0 = time.perf_counter()
+    epochs = tested_epoch(f.tc, state)
+    length = refit_length(f.tc, f.budget.n_epochs, f.budget.steps_per_epoch, epochs=epochs,
+                          steps=int(state.curve[epochs - 1]["step"]))
+    after.reporter.phase = "refit: copying train + validation into one training split"
+    full = full_training_split(f.prepared)
+    for name in ("train", "vali"):
+        f.splits.pop(name).release_pages()
+    rf = refit_fit(f, full, length)
+    rstate = TrainState()
+    progress = _Progress(rf, rstate, quiet=quiet, reporter=after.reporter, after=after)
+    try:
+        while not rstate.done:
+            e = rstate.epoch
+            trained = train_epoch(rf, rstate, progress, lr=lr_at(rf.tc, e),
+                                  tau=tau_at(rf.tc["tau_schedule"], e, f.budget.n_epochs))
+            rstate.epoch += 1
+            rstate.train_seconds += trained.seconds
+            rstate.train_docs += trained.docs
+            rstate.done = rstate.epoch >= rf.budget.n_epochs or rstate.step >= rf.budget.max_steps
+    finally:
+        progress.close()
+    trained_length = {"unit": length.unit, "epochs": rstate.epoch, "steps": rstate.step}
+    record = refit_record(full, trained_length, train_seconds=rstate.train_seconds, train_docs=rstate.train_docs,
+                          epochs=rstate.step / rf.budget.steps_per_epoch, seconds=time.perf_counter() - t0)
+    return Refitted(rf, record)
+
+
+def refit_fit(f: Fit, full: Any, length: Any) -> Fit:
+    """The refit's :class:`Fit`: the full training fold ``full`` (a :class:`bench.data.prepared.Split`)
+    on the first fit's storage device, a fresh loss (trainable loss parameters start again) and
+    trainables drawn from the run's seeds (:func:`_trainables`: the first fit's initial weights),
+    the budget of ``length`` (:class:`bench.training.refit.RefitLength`); the test split and its
+    lists are the first fit's."""
+    cfg = {**f.cfg, "train": length.train_section(f.tc)}
+    train = split_to_tensors(full, f.store)
+    loss_call = make_loss(cfg, f.parts[2])
+    trainables, params = _trainables(cfg, loss_call, f.parts, train.features.shape[1], f.device)
+    return Fit(cfg, loss_call, f.parts, f.device, f.store, {"train": train, "test": f.splits["test"]},
+               {"test": f.evals["test"]}, _list_size(cfg["train"], train), trainables, params,
+               Budget.of(cfg["train"], train.n_queries), f.amp_on_cpu, f.prepared)
+
+
+def finish(f: Fit, state: TrainState, refitted: Refitted | None = None) -> dict[str, Any]:
+    """Score and evaluate the test split with the tested model: the refit's (``refitted``), else
+    the first fit's, with the best epoch's weights restored unless it tests its last
+    (:func:`tested_checkpoint`). The tested fit's training split releases its pages first
+    (:meth:`~bench.training.batches.SplitData.release_pages`)."""
+    tested = refitted.fit if refitted is not None else f
+    model, test, ev = tested.trainables.model, tested.splits["test"], tested.evals["test"]
+    if refitted is None and tested_checkpoint(f.tc, state) == "best":
         model.load_state_dict(state.best_state)
-    f.splits["train"].release_pages()  # read no more: the test split's pages take their place
-    test_scores = score_lists(model, test, ev, f.device, tc["amp"], on_cpu=f.amp_on_cpu)
+    tested.splits["train"].release_pages()  # read no more: the test split's pages take their place
+    test_scores = score_lists(model, test, ev, f.device, f.tc["amp"], on_cpu=f.amp_on_cpu)
     if not np.isfinite(test_scores).all():
         raise TrainingDiverged(f"non-finite test scores for method {f.parts[2]!r}")
     test_frame = evaluate_split(test_scores, test.labels_np[ev.doc_index], ev.offsets, f.cfg["metrics"],
                                 query_ids=test.qids)
-    loss_module = f.trainables.loss_module
-    summary = {
+    summary = _summary(f, tested, state, test_frame, refitted)
+    return {"test_index": ev.doc_index, "test_scores": test_scores, "test_frame": test_frame,
+            "curve": pd.DataFrame(state.curve), "summary": summary, "store": f.store.type,
+            "elapsed_before": state.elapsed, "training": state.training_facts(f.budget.steps_per_epoch)}
+
+
+def _summary(f: Fit, tested: Fit, state: TrainState, test_frame: pd.DataFrame,
+             refitted: Refitted | None) -> dict[str, Any]:
+    """run.json's ``result``: the first fit ``f``'s course (its budgets, best epoch, stop), which
+    model was tested, and the ``tested`` fit's loss parameters, size and test means."""
+    from bench.metrics import summarize
+
+    loss_module, ev = tested.trainables.loss_module, tested.evals["test"]
+    return {
         "best_epoch": state.best_epoch,
         "best_vali": state.best,
         "early_stopping_metric": f.stop_metric,
@@ -308,20 +408,19 @@ def finish(f: Fit, state: TrainState) -> dict[str, Any]:
         "steps": state.step,
         "epochs_budget": f.budget.n_epochs,
         "steps_budget": f.budget.max_steps,
-        "stopped_early": tc["patience"] is not None and state.bad >= tc["patience"],
+        "stopped_early": f.tc["patience"] is not None and state.bad >= f.tc["patience"],
         "resumed_from_epoch": state.resumed_from,
-        "restored_best": bool(tc["restore_best"] and state.best_state is not None),
+        "checkpoint": tested_checkpoint(f.tc, state),
+        "tested_epoch": tested_epoch(f.tc, state),
+        "refit": refitted.record if refitted is not None else None,
         "loss_parameters": (
             {k: v.detach().cpu().tolist() for k, v in loss_module.state_dict().items()} if loss_module else {}
         ),
         "test_means": summarize(test_frame, f.cfg["metrics"]["names"]),
-        "n_test_queries": int(test.n_queries),
+        "n_test_queries": int(tested.splits["test"].n_queries),
         "n_test_docs_scored": int(ev.doc_index.size),
-        "n_parameters": int(sum(p.numel() for p in model.parameters())),
+        "n_parameters": int(sum(p.numel() for p in tested.trainables.model.parameters())),
     }
-    return {"test_index": ev.doc_index, "test_scores": test_scores, "test_frame": test_frame,
-            "curve": pd.DataFrame(state.curve), "summary": summary, "store": f.store.type,
-            "elapsed_before": state.elapsed, "training": state.training_facts(f.budget.steps_per_epoch)}
 
 
 class _Progress:
@@ -337,12 +436,22 @@ class _Progress:
     validation's seconds scaled by the test/validation document ratio); before the first
     validation, validations count 0 (the line says so); once patience has stopped the run,
     only the test pass is left. With ``patience`` the ETA is an upper bound.
+
+    A refit's progress (``after``: the first fit's) counts the refit's steps from 0, names the
+    phase on every line (``refit on train + validation``), validates nothing (its ETA: the
+    steps left and the test pass, timed by the first fit's last validation) and is exact.
     """
 
-    def __init__(self, f: Fit, state: TrainState, *, quiet: bool, reporter: Reporter | None) -> None:
-        desc = "/".join(map(str, f.parts))
-        self.budget, self.stop_metric, self.upper = f.budget, f.stop_metric, f.tc["patience"] is not None
-        self.test_ratio = f.evals["test"].doc_index.size / max(f.evals["vali"].doc_index.size, 1)
+    def __init__(self, f: Fit, state: TrainState, *, quiet: bool, reporter: Reporter | None,
+                 after: _Progress | None = None) -> None:
+        desc = "/".join(map(str, f.parts)) + ("" if after is None else " refit")
+        self.budget, self.stop_metric = f.budget, f.stop_metric
+        self.upper = after is None and f.tc["patience"] is not None
+        self.validating = after is None
+        self.counting = None if after is None else (
+            f"refit on train + validation ({f.splits['train'].n_queries} queries, no validation)")
+        self.test_ratio = after.test_ratio if after is not None else (
+            f.evals["test"].doc_index.size / max(f.evals["vali"].doc_index.size, 1))
         self.reporter = reporter or Reporter(None, kind="neural", unit="step", label=desc, echo=quiet)
         self.reporter.total = f.budget.total_steps
         self.bar = None
@@ -351,18 +460,20 @@ class _Progress:
 
             self.bar = tqdm(total=f.budget.total_steps, initial=state.step, desc=desc, unit="step", dynamic_ncols=True)
         self.elapsed_before, self.t0 = state.elapsed, time.perf_counter()
+        if after is not None:  # the run's elapsed time goes on
+            self.elapsed_before = after.elapsed_before + (self.t0 - after.t0)
         self.t_prev = self.t0
         self.window = [0, 0.0, 0]  # steps, seconds, documents since the last line
         self.first = True  # the next step is this process's first
         self.unit_s: float | None = None
         self.docs_per_s: float | None = None
-        self.vali_s: float | None = None
+        self.vali_s: float | None = None if after is None else after.vali_s
         self.vali: dict[str, Any] | None = None
 
     def begin_steps(self) -> None:
         """Steps start now (the time since the last step -- validation, checkpoint -- is not theirs)."""
         self.t_prev = time.perf_counter()
-        self.reporter.phase = None  # counting steps
+        self.reporter.phase = self.counting  # counting steps (a refit's say so)
 
     def step(self, state: TrainState, docs: int, loss: float) -> None:
         now = time.perf_counter()
@@ -393,7 +504,7 @@ class _Progress:
             self.unit_s, self.docs_per_s = seconds / steps, docs / seconds
         self.window = [0, 0.0, 0]
         left = 0 if state.done else max(self.budget.total_steps - state.step, 0)
-        validations = 0 if state.done else self.budget.n_epochs - state.epoch
+        validations = 0 if state.done or not self.validating else self.budget.n_epochs - state.epoch
         vali_s = self.vali_s or 0.0
         eta = None if (self.unit_s is None and left) else (
             left * (self.unit_s or 0.0) + validations * vali_s + self.test_ratio * vali_s)

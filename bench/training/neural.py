@@ -21,7 +21,8 @@ records its training time alone (:meth:`bench.training.state.TrainState.training
 validation and checkpoints excluded; summed over resumed segments), ``train_docs`` (real
 documents trained on, padding not counted), ``train_docs_per_s`` and ``seconds_per_epoch``
 (training seconds per full epoch of steps). ``curve.csv``'s ``seconds`` stays the whole
-epoch, validation included.
+epoch, validation included. With ``train.refit`` these facts and the curve stay the first
+fit's; the refit's own are ``result.refit`` (:mod:`bench.training.refit`).
 """
 
 from __future__ import annotations

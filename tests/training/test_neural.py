@@ -223,7 +223,7 @@ def test_patience_stops_and_restores_best(prepared, tmp_path):
                         method="ranknet", seed=0, device="cpu", quiet=True)
     res = json.loads((stopped / "run.json").read_text())["result"]
     b = res["best_epoch"]
-    assert res["restored_best"]
+    assert res["checkpoint"] == "best" and res["tested_epoch"] == b and res["refit"] is None
     assert (res["stopped_early"] and res["epochs_run"] == b + 1) or (res["epochs_run"] == 6 and b == 6)
     curve = pd.read_csv(stopped / "curve.csv")
     assert curve["vali_ndcg@10"].iloc[b - 1] == curve["vali_ndcg@10"].max()

@@ -22,11 +22,12 @@ from bench.selection import select, validation_value
 from helpers import make_prepared
 
 
-def fake_run(out, *, metric="ndcg@10", best=0.5, restored=True, curve=(0.1, 0.2), test=0.9):
-    """A run directory with the records the stage reads (everything else a placeholder key)."""
+def fake_run(out, *, metric="ndcg@10", best=0.5, checkpoint="best", curve=(0.1, 0.2), test=0.9, legacy=False):
+    """A run directory with the records the stage reads (everything else a placeholder key);
+    ``legacy``: the field runs wrote before ``train.checkpoint`` (``restored_best``)."""
     info = dict.fromkeys(RUN_JSON_KEYS)
-    info["result"] = {"early_stopping_metric": metric, "best_vali": best, "restored_best": restored,
-                      "test_means": {metric: test}}
+    tested = {"restored_best": checkpoint == "best"} if legacy else {"checkpoint": checkpoint}
+    info["result"] = {"early_stopping_metric": metric, "best_vali": best, **tested, "test_means": {metric: test}}
     frame = pd.DataFrame({"query": [0], metric: [test]})
     write_run(out, scores=np.zeros(3, dtype=np.float32), metrics=frame, run_info=info,
               curve=pd.DataFrame({"epoch": range(1, len(curve) + 1), f"vali_{metric}": list(curve)}))
@@ -36,7 +37,9 @@ def fake_run(out, *, metric="ndcg@10", best=0.5, restored=True, curve=(0.1, 0.2)
 def test_a_runs_validation_value_is_the_one_its_kept_checkpoint_had(tmp_path):
     assert validation_value(fake_run(tmp_path / "a", best=0.7, curve=(0.7, 0.6)), "ndcg@10") == 0.7
     # the last epoch's weights scored the test split: its validation value, not the best one
-    assert validation_value(fake_run(tmp_path / "b", best=0.7, restored=False, curve=(0.7, 0.6)), "ndcg@10") == 0.6
+    assert validation_value(fake_run(tmp_path / "b", best=0.7, checkpoint="last", curve=(0.7, 0.6)), "ndcg@10") == 0.6
+    assert validation_value(fake_run(tmp_path / "c", best=0.7, checkpoint="last", curve=(0.7, 0.6), legacy=True),
+                            "ndcg@10") == 0.6
     with pytest.raises(UsageError, match=r"b/run.json: the run kept its checkpoint by validation 'ndcg@10', not the "
                                          r"selection metric 'mrr'"):
         validation_value(tmp_path / "b", "mrr")

@@ -184,7 +184,7 @@ def test_a_bad_tuning_config_is_refused_naming_its_key(overrides, key):
 def fake_run(out, *, best, metric="ndcg@10", test=0.9, device="cpu", seconds=2.0):
     info = dict.fromkeys(RUN_JSON_KEYS)
     info.update(device=device, wall_time_s=seconds)
-    info["result"] = {"early_stopping_metric": metric, "best_vali": best, "restored_best": True,
+    info["result"] = {"early_stopping_metric": metric, "best_vali": best, "checkpoint": "best",
                       "test_means": {metric: test}}
     write_run(out, scores=np.zeros(3, dtype=np.float32), metrics=pd.DataFrame({"query": [0], metric: [test]}),
               run_info=info, curve=pd.DataFrame({"epoch": [1], f"vali_{metric}": [best]}))

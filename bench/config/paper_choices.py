@@ -15,12 +15,9 @@ from typing import Any
 
 #: the ``train`` keys a protocol is checked on; the others change no number a table reports
 #: (``amp`` is off in every profile, ``eval_batch_size`` batches evaluation, ``keep_checkpoint``
-#: and ``vali_curve_list_size`` only keep or record more) or are a method's (``tau_schedule``),
-#: except ``refit``, which does and is not checked yet: the paper profile marks it nowhere
-#: (NeuralNDCG states it, Sec. 5.1; the other papers do not)
+#: and ``vali_curve_list_size`` only keep or record more) or are a method's (``tau_schedule``)
 CHECKED_TRAIN = ("batch_size", "list_size", "test_list_size", "epochs", "max_steps", "lr", "weight_decay", "lr_step",
-                 "lr_gamma", "grad_clip", "early_stopping_metric", "patience", "checkpoint")
-
+                 "lr_gamma", "grad_clip", "early_stopping_metric", "patience", "checkpoint", "refit")
 
 
 def expand_keys(choices: dict[str, str] | None) -> dict[str, str]:

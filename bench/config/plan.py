@@ -469,7 +469,7 @@ class Evaluation:
     metrics: list[str]
     list_sizes: list[int]
     #: a method selected on validation -> ``(grid point, method whose runs train it)`` per point
-    candidates: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    candidates: dict[str, list[tuple[str | None, str]]] = field(default_factory=dict)
     #: a tuned method -> its configurations' names (each trains under its own name: configuration
     #: 1 is the method itself), chosen on ``tuning_fold`` with ``tuning_seeds`` (bench.config.tuning)
     tuned: dict[str, list[str]] = field(default_factory=dict)
@@ -521,10 +521,10 @@ def evaluation(config: dict[str, Any], name: str, dataset: str) -> Evaluation:
     if name in TABLES:
         spec = config["tables"][name]
         graded = _dedupe([*spec["metrics"], *config["protocols"][spec["protocol"]].get("metrics", [])])
-        candidates = {base: [(p.name, run) for p, run in pairs]
-                      for base, pairs in selection_candidates(config, name, dataset).items()}
-        paper_rows = {PAPER_ROW.format(base=base): [(None, rows[dataset][1])]
-                      for base, rows in paper_point_rows(config, name).items()}
+        candidates: dict[str, list[tuple[str | None, str]]] = {
+            base: [(p.name, run) for p, run in pairs] for base, pairs in selection_candidates(config, name, dataset).items()}
+        paper_rows: dict[str, list[tuple[str | None, str]]] = {  # no point: a paper row is always kept
+            PAPER_ROW.format(base=base): [(None, rows[dataset][1])] for base, rows in paper_point_rows(config, name).items()}
         return _tuned(config, Evaluation(spec["protocol"], [*table_methods(config, name), *paper_rows],
                                          table_seeds(config, name), table_folds(config, name, dataset), graded,
                                          spec.get("list_sizes", []), {**candidates, **paper_rows}), dataset)
@@ -726,7 +726,7 @@ def table_rows(config: dict[str, Any], table: str) -> list[dict[str, Any]]:
     method whose paper numbers it is compared with, ``points``: dataset label -> the point's label,
     ``reference``: shown beside the table's test family, never in it)."""
     rows = paper_point_rows(config, table)
-    out = []
+    out: list[dict[str, Any]] = []
     for entry in method_labels(config, table_methods(config, table)):
         out.append(entry)
         base = entry["name"]
@@ -1132,7 +1132,8 @@ def _table_runs(config: dict[str, Any], key: str) -> tuple[str, list[dict[str, A
         raise ConfigError(f"config key '{key}.dataset': {spec['dataset']!r} is not a "
                           f"dataset of table {table} ({table_datasets(config, table)})")
     ev = evaluation(config, table, dataset)
-    return dataset, [run for f in ev.folds for run in _runs_of(ev, dataset, f)]
+    shown_only = set(table_references(config, table))  # a paper's point: its runs are a grid point's
+    return dataset, [run for f in ev.folds for run in _runs_of(ev, dataset, f) if run["method"] not in shown_only]
 
 
 def _cost_runs(config: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
@@ -1347,9 +1348,9 @@ def paper_point_rows(config: dict[str, Any], table: str) -> dict[str, dict[str, 
             if not values:
                 break
             own = effective_entry(config, protocol, dataset, config["methods"][base])
-            wanted = lambda key: values[key] if key in values else _entry_value(own, key)  # noqa: E731
+            wanted = {k: values[k] if k in values else _entry_value(own, k) for k in select["grid"]}
             pair = next(((point, run) for point, run in selection_candidates(config, table, dataset)[base]
-                         if all(v == wanted(k) for k, v in point.settings)), None)
+                         if all(v == wanted[k] for k, v in point.settings)), None)
             if pair is None:
                 break
             rows[dataset] = pair

@@ -28,13 +28,22 @@ most of it. ``2 * 4P``: the float32 weights and the copy of the best epoch's wei
 ``step.work`` is measured beyond the weights (gradients, Adam's two moments, activations);
 during validation the gradients and moments (``3 * 4P``) are still held.
 
+With ``train.refit`` (:mod:`bench.training.refit`) a second model trains from scratch on the
+training and validation splits together, without validation: ``S_r`` more steps (the budget on
+the training and validation queries together; with ``checkpoint: best`` it may be fewer, so
+this too is an upper bound) and a private copy of both splits (``split_bytes(train) +
+split_bytes(vali)`` more host memory)::
+
+    seconds += S_r * step_s          host peak += bytes(train) + bytes(vali)
+
 ``step`` (:func:`_step`) is composed, so that each model and each loss is measured once: the
 model's step with the point-wise reference loss, plus the loss's own forward and backward pass
 on ``[batch, list]`` scores less the reference loss's (time and working memory): the backward
 pass into the model is the same whatever loss produced the scores' gradient.
 
 **GBDT run**: ``seconds = c(N) + R * r(N)`` with ``R = num_trees`` (early stopping may end
-sooner: an upper bound), ``c`` and ``r`` fitted from runs of 1 and 16 rounds
+sooner: an upper bound; with ``train.refit`` a second ``c + R * r`` at the training and
+validation splits' ``N'`` documents follows), ``c`` and ``r`` fitted from runs of 1 and 16 rounds
 (:data:`~bench.costs.measure.GBDT_ROUNDS`) at two sizes. Peak: the fold, the library's binned
 copy of the features (:data:`BIN_BYTES` a value) and the rest as measured at the larger size
 (the process, the trees' buffers): a line through two small sizes overshot 1.5-2x (XGBoost's
@@ -300,15 +309,20 @@ def neural(ctx: Context, job: Job) -> Projection:
     data = need("neural_data", {"shape": shape_spec(shape), "sizes": measured_sizes(shape, exact=ctx.exact),
                                 "list_size": train["list_size"], "test_list_size": tls,
                                 "eval_batch_size": train["eval_batch_size"], "pages": NEURAL_PAGES})
-    proj.work, proj.steps = f"{steps:,} steps, {budget.n_epochs:,} validations", steps
-    proj.bound = proj.bound or train["patience"] is not None
+    refit_steps = Budget.of(train, tr.n_queries + va.n_queries).total_steps if train["refit"] else 0
+    proj.work = f"{steps:,} steps, {budget.n_epochs:,} validations" + (
+        f", then a refit of {refit_steps:,} steps on train + validation" if refit_steps else "")
+    proj.steps = steps + refit_steps
+    proj.bound = proj.bound or train["patience"] is not None or (refit_steps > 0 and train["checkpoint"] == "best")
     if step is None or ev is None or data is None:
         return proj
     n = shape.n_docs
     eval_docs = budget.n_epochs * va.docs_cut(tls) + te.docs_cut(tls)
-    proj.seconds = line(data["sizes"], data["seconds"], n) + steps * step["step_s"] + eval_docs / ev["docs_per_s"]
+    proj.seconds = (line(data["sizes"], data["seconds"], n) + (steps + refit_steps) * step["step_s"]
+                    + eval_docs / ev["docs_per_s"])
     weights = FLOAT_BYTES * step["n_params"]
-    proj.host_bytes = int(peak_fit(data, shape, mapped=shape.run_mapped_bytes) + 2 * weights
+    copy = shape.split_bytes("train") + shape.split_bytes("vali") if refit_steps else 0
+    proj.host_bytes = int(peak_fit(data, shape, mapped=shape.run_mapped_bytes) + 2 * weights + copy
                           + max(step["work_bytes"], ev["work_bytes"] + 3 * weights))
     if step.get("device_work_bytes") is not None:
         proj.gpu_bytes = int(shape.nbytes + 2 * weights + step["device_work_bytes"])
@@ -378,6 +392,10 @@ def gbdt(ctx: Context, job: Job) -> Projection:
         peak.append(max(p["peak_bytes"] for p in pts))
         mapped.append(pts[-1].get("fold_bytes"))
     proj.seconds = line(sizes, fixed, n) + rounds * line(sizes, per_round, n)
+    if run_cfg["train"].get("refit"):  # the shared train.refit (bench.training.refit): the same rounds at most
+        n_refit = shape.splits["train"].n_docs + shape.splits["vali"].n_docs
+        proj.seconds += line(sizes, fixed, n_refit) + rounds * line(sizes, per_round, n_refit)
+        proj.work += ", then a refit on train + validation"
     # the fold, the library's binned copy of its features and the rest as at the larger size
     rest = peak[-1] - (mapped[-1] or 0) - BIN_BYTES * sizes[-1] * shape.n_features
     proj.host_bytes = int(shape.nbytes + BIN_BYTES * n * shape.n_features + max(rest, 0))

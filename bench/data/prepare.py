@@ -191,8 +191,12 @@ def describe_arf_filter(options: dict | None, synthetic: bool = False) -> str:
     """The ARF filter of a dataset's preparation ``options`` (``synthetic``: the generator's options
     may be among them) in one sentence (captions), or "" when it is off.
 
-    >>> describe_arf_filter({"arf_filter": True})
-    'ARF filter (Appendix B.2), on the train, vali and test splits: queries with more than 40 documents and at least 15 positives (label > 0) are kept; a query longer than 200 is cut to 200: 15 distinct positives, then 185 documents drawn from the whole query with replacement, in file order; every list holds 41 to 200.'
+    >>> print(*describe_arf_filter({"arf_filter": True}).replace(": ", ":; ").split("; "), sep=chr(10))
+    ARF filter (Appendix B.2), on the train, vali and test splits:
+    queries with more than 40 documents and at least 15 positives (label > 0) are kept
+    a query longer than 200 is cut to 200:
+    15 distinct positives, then 185 documents drawn from the whole query with replacement, in file order
+    every list holds 41 to 200.
     """
     o = resolve_options(options or {}, synthetic)
     if not o["arf_filter"]:

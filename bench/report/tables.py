@@ -258,8 +258,9 @@ def validation_caption(spec: dict[str, Any]) -> list[str]:
 
     >>> spec = {"datasets": [{"name": "d", "label": "D"}], "conventions": {"d": "tfranking"},
     ...         "validation": {"protocol": "p", "conventions": {"d": "tfranking"}, "rules": {"d": "R"}, "shared": ["t2"]}}
-    >>> validation_caption(spec)[0]
-    "Validation (early stopping, the tested checkpoint, selection) is graded by R, as the test split; this table shares the p protocol's runs, graded once, with t2."
+    >>> print(*validation_caption(spec)[0].split("; "), sep=chr(10))
+    Validation (early stopping, the tested checkpoint, selection) is graded by R, as the test split
+    this table shares the p protocol's runs, graded once, with t2.
     """
     v = spec.get("validation")
     if not v:

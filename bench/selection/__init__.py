@@ -8,9 +8,11 @@ point it reads, from each run's ``run.json``, the validation value its early sto
 .. math:: v_{p,s} = \text{result.best\_vali} \quad (\text{the run's}\ \texttt{early\_stopping\_metric}
           \text{ at the checkpoint it scored the test split with})
 
-(a neural run that did not restore its best epoch, ``restored_best: false``, scored the test
-split with its last epoch's weights: then the value is that epoch's ``vali_<metric>`` in
-``curve.csv``). The chosen point maximises (for ARP: minimises) the mean over seeds
+(a run that tested its last epoch or round, ``result.checkpoint: last`` -- ``train.checkpoint:
+last``, or no best epoch to restore; ``restored_best: false`` in runs written before the option
+was renamed -- scored the test split with its last weights: then the value is the last row's
+``vali_<metric>`` in ``curve.csv``. A refit run, ``train.refit``, records its first fit's
+validation: the refit sees no validation split). The chosen point maximises (for ARP: minimises) the mean over seeds
 :math:`\bar v_p = \frac{1}{S}\sum_s v_{p,s}`; equal means go to the first point in grid order
 (:func:`bench.config.selection.best_point`). The run's recorded ``early_stopping_metric`` must
 be the selection metric, or the stage stops naming the run.
@@ -48,7 +50,7 @@ def validation_value(run_dir: str | Path, metric: str) -> float:
     if used != metric:
         raise UsageError(f"{run_dir}/run.json: the run kept its checkpoint by validation {used!r}, not the "
                          f"selection metric {metric!r}; its validation value cannot be compared")
-    if result.get("restored_best", True) is False:
+    if result.get("checkpoint") == "last" or result.get("restored_best", True) is False:
         column = f"vali_{metric}"
         curve = read_curve(run_dir)
         if column not in curve.columns or curve.empty:

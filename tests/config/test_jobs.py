@@ -71,12 +71,15 @@ def test_paper_profile_counts_of_the_issue():
     # are no longer needed: L_Relax's stay, the heatmap's (30, 15) row) and + 48 for PiRank Table 1's
     # tau (2 losses x 4 new points x 2 datasets x 3 seeds; tau = 1000 is the table's own), issue 32
     # + 6 for ARF's point-wise Softmax row in ARF Table 2 (2 datasets x 3 seeds), issue 32
+    # - 156 for ARF Table 2's grids of issue 41: tau also at 0.1 and 10 (+ 2 x 3 lr for ARF, + 2 for
+    # L_Relax and for NeuralSort: 10 points), lr no longer searched for L_Relax and NeuralSort (- 2 x 18
+    # points off Tables 6-8): 10 - 36 = -26 points x 2 datasets x 3 seeds
     # + equal-budget tuning, issue 40: each of the unified table's 26 neural and 2 GBDT methods
     # tries 20 configurations with one seed on Fold1 of each of its 12 datasets, then its chosen
     # one trains the other 2 seeds there and 3 seeds on every other fold: per method and dataset
     # 20 + 2 + 3 (F - 1) runs where it trained 3 F, i.e. 19 more: 19 x 26 x 12 and 19 x 2 x 12
     assert (got["train"], got["gbdt"], got["linear"], got["prepare"]) == (
-        2917 + 72 + 162 + 2 + 936 + 468 + 312 + 48 + 6 + 19 * 26 * 12, 359 + 19 * 2 * 12, 45, 54)
+        2917 + 72 + 162 + 2 + 936 + 468 + 312 + 48 + 6 - 156 + 19 * 26 * 12, 359 + 19 * 2 * 12, 45, 54)
     # one choice and one chosen configuration's run config per tuned method and dataset
     assert (got["tune"], got["tuned_config"], got["tuning_summary"]) == (28 * 12, 28 * 12, 1)
     # + the ranking of the unified table across its 52 dataset folds (ranking_table, cd_diagram), issue 40

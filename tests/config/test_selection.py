@@ -74,7 +74,7 @@ def test_the_default_profile_selects_arfs_row_on_a_2x2_grid_reusing_arf_table6s_
     pairs = plan.selection_candidates(cfg, "arf_table2", "syn-web")["arf"]
     assert [(p.label, run) for p, run in pairs] == [
         ("tau = 0.2, lr = 0.01", "arf+tau=0.2+lr=0.01"), ("tau = 0.2, lr = 0.001", "arf_tau0.2"),
-        ("tau = 1, lr = 0.01", "arf+tau=1+lr=0.01"), ("tau = 1, lr = 0.001", "arf_tau1.0")]
+        ("tau = 0.8, lr = 0.01", "arf+tau=0.8+lr=0.01"), ("tau = 0.8, lr = 0.001", "arf+tau=0.8+lr=0.001")]
     # a reused run trains exactly what the point asks for: same effective entry, same job config
     point = pairs[1][0]
     assert plan.effective_entry(cfg, "arf", "syn-web", plan.selection_point_spec(cfg, "arf_table2", point)) == \
@@ -112,18 +112,19 @@ def test_the_paper_profile_selects_arf_table2s_tau_and_lr_and_pirank_table1s_tau
     jobs = target_jobs(paper, ["arf_table2"])
     arf2 = {j.output for j in jobs if j.rule == "train"}
     tables_6_8 = {j.output for j in target_jobs(paper, ["arf_table6", "arf_table7", "arf_table8"]) if j.rule == "train"}
-    taus, lrs = [0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0], [0.01, 0.001, 0.0001]
+    # tau over the paper's range 0.1-10 (Tables 6-8's nine and the ends); lr searched for ARF only
+    taus, lrs = [0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0], [0.01, 0.001, 0.0001]
     for dataset in ("mslr-web30k-arf", "istella-arf"):
         for base in ("arf", "arf_relax", "neuralsort_ce"):
             pairs = plan.selection_candidates(paper, "arf_table2", dataset)[base]
-            assert [(p.values["params.tau"], p.values["train.lr"]) for p, _ in pairs] == \
-                [(t, lr) for t in taus for lr in lrs]
+            assert [(p.values["params.tau"], p.values.get("train.lr", 0.001)) for p, _ in pairs] == \
+                [(t, lr) for t in taus for lr in (lrs if base == "arf" else [0.001])]
             for point, run in pairs:  # every point trains, on each of the three seeds
                 assert {f"results/runs/arf/{dataset}/Fold1/{run}/seed{s}" for s in (0, 1, 2)} <= arf2
-                # at the protocol's lr the point is Tables 6-8's run at that tau
-                if point.values["train.lr"] == 0.001:
+                # at the protocol's lr and a tau of Tables 6-8 the point is that table's run
+                if point.values.get("train.lr", 0.001) == 0.001 and point.values["params.tau"] not in (0.1, 10.0):
                     assert run == f"{base}_tau{point.values['params.tau']}", run
-    assert len(arf2) == (7 + 3 * 27) * 2 * 3 and len(arf2 & tables_6_8) == 162  # 7 untuned rows, both Softmax readings
+    assert len(arf2) == (7 + 33 + 11 + 11) * 2 * 3 and len(arf2 & tables_6_8) == 162  # 7 untuned rows, both Softmax readings
     pirank = plan.selection_candidates(paper, "pirank_table1", "mslr-web30k")
     assert {b: [(p.values["params.tau"], r) for p, r in pairs] for b, pairs in pirank.items()} == {
         b: [(1.0, f"{b}+tau=1"), (10.0, f"{b}+tau=10"), (100.0, f"{b}+tau=100"), (1000.0, b),
@@ -135,8 +136,8 @@ def test_the_paper_profile_selects_arf_table2s_tau_and_lr_and_pirank_table1s_tau
 @pytest.mark.parametrize("profile", ["default", pytest.param("paper", marks=pytest.mark.slow)])
 def test_ltr_bench_plan_counts_the_grid(profile, cfg, paper):
     """What ``ltr-bench plan arf_table2`` lists (its build_plan and render): every grid point's
-    runs; the default profile (9 + 4) x 2 seeds, the paper's 7 + 3 x 27 methods x 2 datasets x 3."""
-    config, (runs, selects) = {"default": (cfg, (26, 1)), "paper": (paper, ((7 + 3 * 27) * 2 * 3, 2))}[profile]
+    runs; the default profile (9 + 4) x 2 seeds, the paper's 7 + 33 + 11 + 11 methods x 2 datasets x 3."""
+    config, (runs, selects) = {"default": (cfg, (26, 1)), "paper": (paper, ((7 + 33 + 11 + 11) * 2 * 3, 2))}[profile]
     calibration = Calibration(Device("cpu", "no measurements", 1))
     planned = build_plan(config, ["arf_table2"], calibration)
     rules = Counter(p.job.rule for p in planned)

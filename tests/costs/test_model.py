@@ -12,7 +12,7 @@ from bench.config.run import resolve_train
 from bench.config.validate import load_config
 from bench.costs.calibration import Calibration, Device
 from bench.costs.measure import REFERENCE_LOSS
-from bench.costs.model import BIN_BYTES, VALUES, Context, line, peak_fit, project, shape_spec
+from bench.costs.model import BIN_BYTES, MEASURED_BATCH, VALUES, Context, line, peak_fit, project, shape_spec
 from bench.data.shapes import FoldShape, SplitShape
 from bench.training.budget import Budget
 
@@ -85,6 +85,32 @@ def test_neural_projection_is_the_documented_formula():
     assert proj.steps == budget.total_steps == 60
 
 
+def test_a_refit_adds_its_steps_on_train_and_validation_and_a_copy_of_both():
+    """``train.refit`` (NeuralNDCG's protocol in the paper profile): the budget again on the
+    training and validation queries together, and the private copy of both splits."""
+    measured = {"model_step": {"step_s": 0.2, "work_bytes": 280e6, "n_params": 1000, "device_work_bytes": None},
+                "neural_eval": {"docs_per_s": 50_000.0, "work_bytes": 100e6},
+                "neural_data": {"sizes": [100_000, 200_000], "peak_bytes": [5e8, 6e8], "seconds": [1.0, 2.0],
+                                "fold_bytes": [5e8, 6e8]}}
+    projections = {}
+    for refit in (False, True):
+        ctx = Context(load_config(*SCALE, overrides={"protocols": {"neuralndcg": {"train": {"refit": refit}}}}),
+                      Calibration(Device("cpu", "test cpu", 1)))
+        job = _run_job("neuralndcg", "listnet")
+        for kind, spec in project(ctx, job).missing.values():
+            ctx.calibration.put(kind, spec, measured.get(kind, {"seconds": 0.01, "work_bytes": 10e6}), 0.0)
+        projections[refit] = project(ctx, job)
+    shape = ctx.shape("mslr-like", "Fold1")
+    train = resolve_train(plan.run_config(ctx.config, "neuralndcg", "mslr-like", "listnet")["train"], {}, method="listnet")
+    refit_steps = Budget.of(train, shape.splits["train"].n_queries + shape.splits["vali"].n_queries).total_steps
+    plain, refit = projections[False], projections[True]
+    assert refit.steps == plain.steps + refit_steps and refit_steps > 0
+    step_s = 0.2 * train["batch_size"] / min(train["batch_size"], MEASURED_BATCH)  # the model's step at the batch
+    assert refit.seconds == pytest.approx(plain.seconds + refit_steps * step_s)
+    assert refit.host_bytes == plain.host_bytes + shape.split_bytes("train") + shape.split_bytes("vali")
+    assert "then a refit of" in refit.work and "refit" not in plain.work
+
+
 def test_the_exact_calibration_measures_each_model_with_its_own_loss_at_fractions_of_the_fold():
     fast, exact = _context(), Context(load_config(*SCALE), Calibration(Device("cpu", "test cpu", 1)), exact=True)
     job = _run_job("pirank", "ranknet")
@@ -110,7 +136,14 @@ def test_gbdt_projection_separates_rounds_from_the_rest():
     proj = project(ctx, job)
     n = ctx.shape("mslr-like", "Fold1").n_docs
     assert proj.rounds == 20 and proj.bound
-    assert proj.seconds == pytest.approx(n / 1000 + 20 * 0.01 * n / 1000)
+    # the paper profile's NeuralNDCG protocol refits on train + validation: the same c + R r again
+    # at their documents (issue 41)
+    n_refit = shape.splits["train"].n_docs + shape.splits["vali"].n_docs
+    assert proj.seconds == pytest.approx(n / 1000 + 20 * 0.01 * n / 1000 + n_refit / 1000 + 20 * 0.01 * n_refit / 1000)
+    assert "refit" in proj.work
+    ctx = Context(load_config(*SCALE, overrides={"protocols": {"neuralndcg": {"train": {"refit": False}}}}),
+                  ctx.calibration)
+    assert project(ctx, job).seconds == pytest.approx(n / 1000 + 20 * 0.01 * n / 1000)
     # the fold + the binned copy at n + the rest as at the larger size (300 MB + 50 MB of trees: not scaled)
     assert proj.host_bytes == pytest.approx(shape.nbytes + binned * n + 350e6, rel=1e-6)
 

@@ -271,6 +271,22 @@ def check_sinkprop_protocol(config: dict[str, Any], protocol: str) -> None:
     check_linear_scorer(config["protocols"][protocol]["model"], f"protocols.{protocol}.model")
 
 
+def check_refit(config: dict[str, Any], protocol: str) -> None:
+    """A protocol with ``train.refit: true`` trains only methods that can refit (neural and GBDT
+    runs, :data:`bench.training.refit.REFIT_KINDS`): a least-squares fit or SinkProp's own
+    protocol is refused here, before any job, naming the key and the method."""
+    if not config["protocols"][protocol]["train"].get("refit"):
+        return
+    sectioned = {m for key in kinds.protocol_kinds() for m in (config["protocols"][protocol].get(key) or {})
+                 .get("methods", [])}
+    for method in sorted(plan.protocol_methods(config, protocol)):
+        kind = method_kind(config["methods"][method])
+        if method in sectioned or kind not in ("neural", "gbdt"):
+            what = "trained by the protocol's own section" if method in sectioned else f"a {kind} run"
+            raise ConfigError(f"config key 'protocols.{protocol}.train.refit': method '{method}' is {what}, "
+                              "which cannot refit on train + validation (only neural and GBDT runs do)")
+
+
 def check_paper_choices(config: dict[str, Any]) -> None:
     """Each key of a protocol's or a dataset's ``choices`` names a setting of it: ``model.<key>`` of
     the protocol's model type, ``train.<key>``, ``seeds``, ``<run-kind section>.<key>`` or
@@ -427,6 +443,7 @@ def check_references(config: dict[str, Any]) -> None:
             if "model" in spec:
                 check_model(merged_model(proto["model"], spec["model"]), f"methods.{method}.model")
         check_sinkprop_protocol(config, name)
+        check_refit(config, name)
     for role, name in config.get("roles", {}).items():
         _require(datasets, name, f"roles.{role}", "dataset")
     for table, spec in config.get("tables", {}).items():

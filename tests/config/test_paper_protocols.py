@@ -107,3 +107,9 @@ def test_captions_state_the_filter_the_refit_and_the_single_runs(paper):
 def test_heatmap_says_it_trains_a_selected_loss_at_its_configured_tau(paper):
     notes = plan.heatmap_spec(paper)["notes"]
     assert any(n.startswith("ARF-relax") and "tau = " in n and "arf_table2 selects tau" in n for n in notes), notes
+
+
+def test_a_refit_protocol_with_a_run_that_cannot_refit_is_refused_before_any_job():
+    with pytest.raises(ConfigError, match=r"protocols\.letor\.train\.refit.*'linear_regression' is a linear run"):
+        cv.load_config(overrides={"protocols": {"letor": {"train": {"refit": True}}}})
+    assert cv.load_config(overrides={"protocols": {"neuralndcg": {"train": {"refit": True}}}})

@@ -4,6 +4,7 @@
 import json
 import os
 import re
+import sys
 from pathlib import Path
 
 from snakemake.utils import min_version
@@ -18,7 +19,9 @@ SCHEMA = Path(workflow.basedir) / "workflows" / "schemas" / "config.schema.yaml"
 try:
     validate_config(config, SCHEMA)
 except ConfigError as exc:
-    raise WorkflowError(f"invalid configuration: {exc}") from None
+    # the one line and a non-zero exit: a WorkflowError would wrap it in "WorkflowError in file
+    # .../common.smk, line ..." and a traceback line, which say nothing about the config
+    sys.exit(f"invalid configuration: {exc}")
 
 PROFILE = config["profile"]
 PREPARED, RUN, RUN_CONFIG = plan.PREPARED, plan.RUN, plan.RUN_CONFIG

@@ -10,10 +10,19 @@ line naming the key at fault:
 
 - ``config key 'methods.mine.loss': module 'mylosses' not found ...``;
 - ``config key 'methods.mine.loss': module 'mylosses' (...) has no function or class 'no_such_fn'``;
+- ``config key 'compare.losses.0.loss' (method 'mine'): importing module 'mylosses' failed: RuntimeError: ... (mylosses.py:3)``;
 - ``config key 'methods.mine.params.margn': loss 'mylosses:hinge' has no hyperparameter 'margn' (accepted: margin)``;
 - ``config key 'methods.mine.params.margin': loss 'mylosses:hinge' requires hyperparameter 'margin' ...``.
 
 A compared loss is named by where it is written: ``compare.losses.<i>.loss`` (method ``<name>``).
+
+**A user's module is imported** (a ``package.module:function`` reference, not a registered
+name), in that same child process, even when its source shows the signature: only an import
+tells that the module loads (a top level that raises, a package it imports that is missing),
+and otherwise the dry run passes and every training job of the loss fails, under the method's
+name rather than the key the user wrote. The price is that import (torch's, for most losses: a
+few seconds) each time a config naming a user loss is validated; the registered losses are the
+package's own, imported by its tests, and are read from source only.
 
 >>> check_losses({"methods": {"m": {"loss": "ranknet", "params": {"sigma": 2.0}}}})
 >>> check_losses({"methods": {"m": {"loss": "ranknet", "params": {"sigam": 2.0}}}})
@@ -55,8 +64,10 @@ def _target(loss: str, where: str) -> str:
         raise ConfigError(f"config key '{where}': {exc}") from None
 
 
-def _signatures(targets: list[str], cwd: str | Path | None) -> dict[str, LossSignature | LossNotFound]:
-    """Each target's signature (or why it does not exist): from source, else by import."""
+def _signatures(targets: list[str], users: set[str],
+                cwd: str | Path | None) -> dict[str, LossSignature | LossNotFound]:
+    """Each target's signature (or why it cannot be used): from source; by import where the source
+    cannot show it, and for a user's target (``users``) that its source shows, to know it loads."""
     search = search_path(cwd)
     out: dict[str, LossSignature | LossNotFound] = {}
     for target in dict.fromkeys(targets):
@@ -67,14 +78,20 @@ def _signatures(targets: list[str], cwd: str | Path | None) -> dict[str, LossSig
             continue
         if found is not None:
             out[target] = found
-    out.update(from_imports([t for t in dict.fromkeys(targets) if t not in out], cwd))
+    imported = from_imports([t for t in dict.fromkeys(targets) if t not in out or t in users
+                             and not isinstance(out[t], LossNotFound)], cwd)
+    for target, by_import in imported.items():
+        if target not in out or isinstance(by_import, LossNotFound):  # the source's reading, unless it fails to load
+            out[target] = by_import
     return out
 
 
 def check_losses(config: dict[str, Any], cwd: str | Path | None = None) -> None:
     """Resolve every neural method's and compared loss's target and hyperparameters (module docstring)."""
     entries = [(*entry, _target(entry[3]["loss"], entry[1])) for entry in _entries(config)]
-    signatures = _signatures([target for *_, target in entries], cwd)
+    registered = set(registry.names())
+    users = {target for _, _, _, spec, target in entries if spec["loss"] not in registered}
+    signatures = _signatures([target for *_, target in entries], users, cwd)
     for where, loss_key, name, spec, target in entries:
         label = "" if where.startswith("methods.") else f" (method '{name}')"
         found = signatures[target]

@@ -19,7 +19,8 @@ The same rule serves two readers:
   following ``from module import name`` re-exports. Only what the tree cannot show (a loss
   bound by an assignment, a decorator, a compiled module, a class without its own
   ``__init__``) is read by importing it in a child process (:func:`from_imports`), so the
-  Snakefile's process still never imports torch.
+  Snakefile's process still never imports torch. That child also tells whether a module
+  loads at all (its top level raises, or imports a missing package): the source cannot.
 
 >>> sig = from_text("def hinge(s, y, m, *, margin=1.0, k): ...", "hinge")
 >>> sig.accepted(), sig.required()
@@ -33,6 +34,7 @@ The same rule serves two readers:
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import importlib.machinery
 import importlib.util
@@ -40,6 +42,7 @@ import json
 import os
 import subprocess
 import sys
+import traceback
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -323,24 +326,45 @@ def from_text(text: str, attr: str, module: str = "<text>") -> LossSignature:
 
 
 def from_imports(targets: Sequence[str], cwd: str | Path | None = None) -> dict[str, LossSignature | LossNotFound]:
-    """Each target's signature read by importing it in one child process (what the training job
-    would import: the working directory first on ``PYTHONPATH``); torch stays out of this one."""
+    """Each target's signature, or why it cannot be used, read by importing it in one child process
+    (what the training job would import: the working directory first on ``PYTHONPATH``); torch
+    stays out of this one.
+
+    The child reports one line per target as it goes, so a module that ends the process while it
+    is imported (``os._exit``, a crash in a compiled extension) is the first target without a line;
+    it and those after it (not reached) are answered from the child's exit status and last line."""
     if not targets:
         return {}
     cwd = str(cwd or os.getcwd())
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (cwd, os.environ.get("PYTHONPATH", "")) if p))
     proc = subprocess.run([sys.executable, "-m", "bench.losses.hyperparameters", *targets], cwd=cwd, env=env,
                           capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise RuntimeError(f"reading loss signatures by import failed: {tail}")
     out: dict[str, LossSignature | LossNotFound] = {}
-    for target, rec in json.loads(proc.stdout).items():
+    for line in proc.stdout.splitlines():
+        try:
+            target, rec = json.loads(line)
+        except ValueError:
+            continue  # written to file descriptor 1 by compiled code while importing: not ours
         if "error" in rec:
             out[target] = LossNotFound(rec["part"], rec["error"])
         else:
             out[target] = LossSignature(tuple(Param(n, d, v) for n, d, v in rec["params"]), rec["open"], rec["where"])
+    missing = [t for t in targets if t not in out]
+    if missing:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        module = split_target(missing[0])[0]
+        out[missing[0]] = LossNotFound("module", f"importing module '{module}' ended the process "
+                                                 f"(exit status {proc.returncode}): {tail}")
+        for target in missing[1:]:
+            out[target] = LossNotFound("module", f"not read: importing module '{module}' ({missing[0]}) "
+                                                 "ended the process first")
     return out
+
+
+def _where_raised(exc: BaseException) -> str:
+    """``file:line`` of the innermost frame that raised (import machinery frames aside)."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<frozen")]
+    return f" ({frames[-1].filename}:{frames[-1].lineno})" if frames else ""
 
 
 def _describe_by_import(target: str) -> dict[str, Any]:
@@ -350,9 +374,15 @@ def _describe_by_import(target: str) -> dict[str, Any]:
     try:
         obj: Any = importlib.import_module(module)
     except ModuleNotFoundError as exc:
-        return {"part": "module", "error": f"module '{module}' not found ({exc})"}
-    except Exception as exc:  # the user's module fails while importing: say how
-        return {"part": "module", "error": f"importing module '{module}' failed: {type(exc).__name__}: {exc}"}
+        if exc.name and (module == exc.name or module.startswith(f"{exc.name}.")):
+            return {"part": "module", "error": f"module '{module}' not found ({exc})"}
+        # the module is there; something it imports is not
+        return {"part": "module", "error": f"importing module '{module}' failed: ModuleNotFoundError: {exc}"
+                                           f"{_where_raised(exc)}"}
+    except (Exception, SystemExit) as exc:  # the user's module fails while importing: say how and where
+        message = " ".join(str(exc).split())  # one line
+        return {"part": "module", "error": f"importing module '{module}' failed: {type(exc).__name__}: {message}"
+                                           f"{_where_raised(exc)}"}
     for part in attr.split("."):
         if not hasattr(obj, part):
             return {"part": "function", "error": f"module '{module}' has no function or class '{attr}'"}
@@ -363,5 +393,16 @@ def _describe_by_import(target: str) -> dict[str, Any]:
     return {"params": [[p.name, p.has_default, p.default] for p in sig.params], "open": sig.open, "where": target}
 
 
+def _main(targets: Sequence[str]) -> None:
+    """The child of :func:`from_imports`: one JSON line per target, flushed before the next import;
+    what the imported modules print goes to stderr, so stdout carries only these lines."""
+    results = sys.stdout
+    with contextlib.redirect_stdout(sys.stderr):
+        for target in targets:
+            record = _describe_by_import(target)
+            results.write(json.dumps([target, record]) + "\n")
+            results.flush()
+
+
 if __name__ == "__main__":
-    print(json.dumps({t: _describe_by_import(t) for t in sys.argv[1:]}))
+    _main(sys.argv[1:])

@@ -112,6 +112,33 @@ def test_a_compared_loss_is_named_where_it_is_written(user_dir):
         check_losses(config)
 
 
+BROKEN = {
+    "raises_at_import.py": "print('noise on stdout')\nraise RuntimeError('no GPU\\nhere')\n\n"
+                           "def hinge(scores, labels, mask, *, margin=1.0):\n    return 0\n",
+    "needs_missing_package.py": "import no_such_package_xyz\n\n"
+                                "def hinge(scores, labels, mask, *, margin=1.0):\n    return 0\n",
+    "ends_the_process.py": "import os\nos._exit(3)\n\ndef hinge(scores, labels, mask):\n    return 0\n",
+}
+
+
+@pytest.mark.parametrize(("module", "message"), [
+    ("raises_at_import", "importing module 'raises_at_import' failed: RuntimeError: no GPU here (raises_at_import.py:2)"),
+    ("needs_missing_package", "importing module 'needs_missing_package' failed: ModuleNotFoundError: "
+                              "No module named 'no_such_package_xyz' (needs_missing_package.py:1)"),
+    ("ends_the_process", "importing module 'ends_the_process' ended the process (exit status 3)"),
+])
+def test_a_user_module_that_fails_to_load_is_refused_naming_the_compare_key(user_dir, module, message):
+    """The source shows a good signature; only the import shows the module does not load."""
+    (user_dir / f"{module}.py").write_text(BROKEN[f"{module}.py"])
+    assert sig.from_source(f"{module}:hinge", sig.search_path(user_dir)) is not None
+    config = {"methods": {}, "compare": {"losses": ["mylosses:hinge", {"name": "bad4", "loss": f"{module}:hinge"}]}}
+    with pytest.raises(ConfigError) as info:
+        check_losses(config)
+    text = str(info.value)
+    assert text.startswith("config key 'compare.losses.1.loss' (method 'bad4'): ") and "\n" not in text
+    assert message in text.replace(str(user_dir) + os.sep, ""), text
+
+
 def test_validation_resolves_losses_without_importing_torch():
     code = ("import sys\nfrom bench.config.validate import load_config\n"
             "load_config(overrides={'compare': {'losses': ['examples.my_loss:pairwise_squared_hinge']}})\n"
@@ -127,6 +154,7 @@ def test_validation_resolves_losses_without_importing_torch():
 # one dry run in the default suite (each starts Snakemake: seconds), the other three are `slow`
 @pytest.mark.parametrize(("entry", "key"), [
     ('loss: "tests_required_loss:needs_margin"', "compare.losses.0.params.margin"),
+    ('loss: "tests_required_loss_broken:hinge"', "compare.losses.0.loss"),  # fails on import
     pytest.param('loss: "nomodule:fn"', "compare.losses.0.loss", marks=pytest.mark.slow),
     pytest.param('loss: "examples.my_loss:no_such_fn"', "compare.losses.0.loss", marks=pytest.mark.slow),
     pytest.param('loss: "examples.my_loss:pairwise_squared_hinge"\n      params: {margn: 1.0}',
@@ -134,6 +162,7 @@ def test_validation_resolves_losses_without_importing_torch():
 ])
 def test_a_dry_run_refuses_each_bad_loss_before_any_job(tmp_path, entry, key):
     (tmp_path / "tests_required_loss.py").write_text("def needs_margin(scores, labels, mask, *, margin):\n    return 0\n")
+    (tmp_path / "tests_required_loss_broken.py").write_text(BROKEN["raises_at_import.py"])
     config = tmp_path / "bad.yaml"
     config.write_text(f"compare:\n  losses:\n    - name: oops\n      {entry}\n")
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}  # where a job would find the user's module too
@@ -141,7 +170,9 @@ def test_a_dry_run_refuses_each_bad_loss_before_any_job(tmp_path, entry, key):
                           capture_output=True, text=True, timeout=600)
     text = proc.stdout + proc.stderr
     assert proc.returncode != 0
-    assert f"config key '{key}' (method 'oops')" in text
+    errors = [line for line in proc.stderr.splitlines() if "config key" in line]
+    assert len(errors) == 1 and errors[0].startswith(f"invalid configuration: config key '{key}' (method 'oops')"), text
+    assert "WorkflowError" not in text and 'File "' not in text  # the one line, no file/line noise around it
     assert "Job stats" not in text and "rule train" not in text  # no DAG, no job
 
 

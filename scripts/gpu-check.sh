@@ -108,16 +108,26 @@ if [ -n "$STEP" ]; then
 fi
 
 # ---------------------------------------------------------------- all parts
-WORK=$(mktemp -d /tmp/gpu-check.XXXXXX)
-export GPU_CHECK_WORK=$WORK GPU_CHECK_VENV=$VENV PYTHONUNBUFFERED=1
-mkdir -p "$OUT_DIR"
-OUT_DIR=$(cd "$OUT_DIR" && pwd)
-LOG=$WORK/gpu-check.log
+# refused before anything is created: a CPU machine keeps no empty work or output folder
 has_cuda=$(python3 -c 'import torch; print(int(torch.cuda.is_available()))' 2>/dev/null || echo 0)
 if [ "$DRY" = 0 ] && [ "$has_cuda" != 1 ]; then
   echo "gpu-check: no CUDA device here (torch.cuda.is_available() is False); on a CPU machine use --dry-run" >&2
   exit 2
 fi
+WORK=$(mktemp -d -t gpu-check.XXXXXX)  # $TMPDIR, else /tmp
+DONE=0
+leave_work() {  # on exit: removed once copied to OUT_DIR; an interrupted run's partial output is kept and named
+  if [ "$DONE" = 1 ] || rmdir "$WORK" 2>/dev/null; then
+    rm -rf "$WORK"
+  else
+    echo "gpu-check: stopped before the end; what the parts wrote so far is in $WORK" >&2
+  fi
+}
+trap leave_work EXIT
+export GPU_CHECK_WORK=$WORK GPU_CHECK_VENV=$VENV PYTHONUNBUFFERED=1
+mkdir -p "$OUT_DIR"
+OUT_DIR=$(cd "$OUT_DIR" && pwd)
+LOG=$WORK/gpu-check.log
 started=$SECONDS
 {
   echo "# GPU check"
@@ -168,5 +178,5 @@ cp "$LOG" "$OUT_DIR/gpu-check.log"
 tar -czf "$OUT_DIR/gpu-check.tar.gz" -C "$WORK" --exclude=calibration/*.lock .
 cat "$WORK/summary.md"
 echo "gpu-check: wrote $OUT_DIR/{summary.md,gpu-check.log,gpu-check.tar.gz}$( [ -f "$OUT_DIR/gpu.md" ] && echo ",gpu.md")"
-rm -rf "$WORK"
+DONE=1
 exit $failed

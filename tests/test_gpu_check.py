@@ -4,6 +4,7 @@ exercised on the CPU where they can be."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import tarfile
 from pathlib import Path
@@ -23,10 +24,18 @@ PARTS = ["facts", "install", "cuda_tests", "perf", "xgboost", "plan"]
 CUDA_PARTS = {"cuda_tests", "perf", "xgboost", "plan"}
 
 
+def _temp_dir(tmp_path: Path) -> dict[str, str]:
+    """An environment whose temporary directory is a fresh folder, to see what the script leaves there."""
+    (tmp_path / "tmp").mkdir()
+    return {**os.environ, "TMPDIR": str(tmp_path / "tmp")}
+
+
 def test_the_dry_run_resolves_every_part_and_skips_the_cuda_ones(tmp_path):
+    env = _temp_dir(tmp_path)
     done = subprocess.run(["bash", str(SCRIPT), "--dry-run", "--out", str(tmp_path)], capture_output=True, text=True,
-                          timeout=1200, cwd=tmp_path)
+                          timeout=1200, cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert list((tmp_path / "tmp").glob("gpu-check.*")) == []  # its work folder removed
     summary = (tmp_path / "summary.md").read_text()
     rows = {line.split("|")[1].strip(): line.split("|")[2].strip() for line in summary.splitlines()
             if line.startswith("| ") and not line.startswith("| part")}
@@ -44,11 +53,14 @@ def test_the_dry_run_resolves_every_part_and_skips_the_cuda_ones(tmp_path):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
 def test_a_real_run_without_cuda_stops_with_one_line(tmp_path):
-    done = subprocess.run(["bash", str(SCRIPT), "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
+    env = _temp_dir(tmp_path)
+    done = subprocess.run(["bash", str(SCRIPT), "--out", str(tmp_path / "out")], capture_output=True, text=True,
+                          timeout=600, env=env)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         "gpu-check: no CUDA device here (torch.cuda.is_available() is False); on a CPU machine use --dry-run"]
-    assert not (tmp_path / "summary.md").exists()
+    assert not (tmp_path / "out").exists()
+    assert list((tmp_path / "tmp").glob("gpu-check.*")) == []  # no empty gpu-check.* folder left behind
 
 
 def test_the_gpu_plans_differ_from_the_cpu_ones_only_in_the_trainer():

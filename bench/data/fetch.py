@@ -27,6 +27,7 @@ the ``.part`` file only when one with data is on disk (an empty one is removed).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import http.client
 import json
@@ -38,6 +39,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from fnmatch import fnmatchcase
 from pathlib import Path
 
@@ -177,8 +179,31 @@ def download(url: str, dest: str | os.PathLike, sha256: str | None, size: int | 
     dest = Path(dest)
     if not url.lower().startswith(("http://", "https://")):
         raise DownloadError(f"{url}: only http:// and https:// URLs can be downloaded")
-    with file_access(dest.parent, "create the folder"):
-        dest.parent.mkdir(parents=True, exist_ok=True)
+    with _new_folder(dest.parent):
+        return _download(url, dest, sha256, size, md5=md5, retries=retries, timeout=timeout, progress=progress)
+
+
+@contextlib.contextmanager
+def _new_folder(folder: Path) -> Iterator[None]:
+    """Create ``folder`` (and its missing parents) for the block; when the block fails, remove
+    those it created that are still empty: a failed fetch leaves no empty ``<raw_dir>/<group>/``
+    (the error names the path where a file fetched by hand belongs)."""
+    created = [p for p in (folder, *folder.parents) if not p.exists()]
+    with file_access(folder, "create the folder"):
+        folder.mkdir(parents=True, exist_ok=True)
+    try:
+        yield
+    except BaseException:
+        for path in created:  # deepest first; stops at the first that holds something
+            try:
+                path.rmdir()
+            except OSError:
+                break
+        raise
+
+
+def _download(url: str, dest: Path, sha256: str | None, size: int | None, *, md5: str | None, retries: int,
+              timeout: float, progress: bool) -> Path:
     part = dest.with_name(dest.name + ".part")
     attempt = 0
     while True:
@@ -374,16 +399,21 @@ def pip_download(ds: Dataset, archive: Path, *, log=print) -> Path:
     failure is a :class:`DownloadError` with pip's last lines and where to put the file by hand.
     """
     import importlib.util
-    import subprocess
-    import tempfile
 
     requirement = ds.pip or ""
     package = requirement.split("==")[0].strip()
     base = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", package, "--disable-pip-version-check"]
     attempts = [[*base, "--no-build-isolation"]] if importlib.util.find_spec("setuptools") is not None else []
     attempts.append(base)
-    with file_access(archive.parent, "create the folder"):
-        archive.parent.mkdir(parents=True, exist_ok=True)
+    with _new_folder(archive.parent):
+        return _pip_download(ds, archive, attempts, log)
+
+
+def _pip_download(ds: Dataset, archive: Path, attempts: list[list[str]], log) -> Path:
+    import subprocess
+    import tempfile
+
+    requirement = ds.pip or ""
     tail = ""
     for cmd in attempts:
         with tempfile.TemporaryDirectory(dir=archive.parent, prefix=".pip-") as tmp:

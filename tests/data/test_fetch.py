@@ -245,6 +245,19 @@ def test_refused_connection_says_cannot_reach_names_url_and_path(tmp_path, close
     _assert_offline_message(msg, tmp_path / "mslr-web10k" / "MSLR-WEB10K.zip")
     assert f"cannot reach 127.0.0.1:{closed_port}: the connection was refused" in msg and "2 attempt(s)" in msg
     assert ds.homepage in msg and ds.sha256 in msg  # where to get it by hand, and what it is checked against
+    assert list(tmp_path.iterdir()) == []  # no empty mslr-web10k/ left behind
+
+
+def test_a_failed_download_removes_only_the_empty_folders_it_created(tmp_path, closed_port):
+    url = f"http://127.0.0.1:{closed_port}/f.zip"
+    with pytest.raises(HostUnreachable):
+        download(url, tmp_path / "raw" / "group" / "f.zip", None, retries=0, progress=False)
+    assert not (tmp_path / "raw").exists()  # both created by the call, both empty
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "raw" / "mine.txt").write_text("the user's")
+    with pytest.raises(HostUnreachable):
+        download(url, tmp_path / "raw" / "group" / "f.zip", None, retries=0, progress=False)
+    assert [p.name for p in (tmp_path / "raw").iterdir()] == ["mine.txt"]  # the user's folder stays
 
 
 def test_unresolvable_host_says_the_name_does_not_resolve(tmp_path):
@@ -303,6 +316,8 @@ def test_cli_offline_fetch_and_datasets_paths(tmp_path, closed_port, capsys, mon
     err = capsys.readouterr().err.strip()  # one line: the heartbeat's first line would come 30 s in
     assert len(err.splitlines()) == 1 and err.startswith("ltr-bench fetch: error: mslr-web10k: cannot reach")
     _assert_offline_message(err, archive)
+    assert not (tmp_path / "raw").exists()  # a failed fetch leaves no empty raw/mslr-web10k/
+    archive.parent.mkdir(parents=True)
     archive.write_bytes(data)  # fetched by hand, placed where the message said
     assert "  present, not verified  " in datasets_line()
     assert cli_main(["fetch", "mslr-web10k", *common]) == 0  # no network needed: verified and extracted

@@ -1,9 +1,11 @@
 """``ltr-bench``: the command every Snakemake rule calls.
 
 Each stage module owns its sub-commands through a ``register_cli(subparsers)`` function
-that adds parsers and sets ``func`` on them; this file only lists the modules, so adding a
-stage never touches another stage's code. Modules are imported lazily: ``ltr-bench fetch``
-does not pay for importing torch.
+that adds parsers and sets ``func`` on them; this file only lists them (:data:`COMMANDS`), so
+adding a stage never touches another stage's code. A stage module is imported only when one of
+its commands runs or its own ``--help`` is asked for: ``ltr-bench fetch`` does not pay for
+importing torch, and ``ltr-bench --help`` imports no stage at all (the stages import torch,
+pandas, SciPy, Snakemake ...: 8 s of CPU on a loaded 2-core machine, for a list of names).
 
 This is the only module that knows about exit codes: an error the user can fix is a
 :class:`bench.errors.BenchError` anywhere below, printed here as one line
@@ -16,44 +18,72 @@ import argparse
 import importlib
 import sys
 
-from bench.config.kinds import rules as run_rules
+from bench.config.kinds import rule_help, rules
 from bench.errors import BenchError
 
-# module -> the sub-commands it registers (listed so `--help` works without importing all)
-STAGES: dict[str, tuple[str, ...]] = {
-    "bench.data.cli": ("datasets", "fetch", "prepare", "synthetic"),
-    "bench.training.cli": run_rules(),  # one command per rule of the run kinds (bench.config.kinds)
-    "bench.evaluate": ("evaluate", "export-scores"),
-    "bench.selection": ("select",),
-    "bench.selection.tuning": ("tune", "tuned-config"),
-    "bench.curves": ("loss-curves", "toy-sort"),
-    "bench.stats": ("stats", "tuning-summary"),
-    "bench.ranking": ("ranking",),
-    "bench.report.cli": ("table", "figure", "compare-table", "computed-table", "coverage", "selection-table"),
-    "bench.frozen": ("freeze", "check-frozen", "check-reproduced"),
-    "bench.perf.cli": ("perf",),
-    "bench.costs.cli": ("plan", "status", "plan-check"),
+_TRAINING = {rule: ("bench.training.cli", rule_help(rule)) for rule in rules()}  # one per rule of the run kinds
+
+# command -> (the module whose register_cli adds it, its line in `ltr-bench --help`), in that
+# listing's order: the listing is built from here alone. A line is the module's own help text
+# (tests/test_startup.py checks that they agree and that every command is here).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "datasets": ("bench.data.cli", "list datasets and their status"),
+    "fetch": ("bench.data.cli", "download (or verify a manual archive), verify, extract"),
+    "prepare": ("bench.data.cli", "parse/generate, filter, normalise and cache a fold"),
+    "synthetic": ("bench.data.cli", "one synthetic draw to an .npz (X, y, qid)"),
+    **_TRAINING,
+    "evaluate": ("bench.evaluate", "per-query metrics of finished runs on one prepared test split"),
+    "export-scores": ("bench.evaluate", "write a run's test scores as a LETOR score file (one per line, test file "
+                                        "order) for the official Eval-Score-3.0.pl / Eval-Score-4.0.pl"),
+    "select": ("bench.selection", "choose each selected method's grid point on validation (one fold)"),
+    "tune": ("bench.selection.tuning", "choose one tuned method's configuration on the tuning fold's validation"),
+    "tuned-config": ("bench.selection.tuning", "write the run config of a tuned method's chosen configuration"),
+    "loss-curves": ("bench.curves", "NDCG vs NeuralNDCG on the papers' toy lists, as a table"),
+    "toy-sort": ("bench.curves", "NeuralSort's relaxed sort of NeuralNDCG Table 1's toy list, as a table"),
+    "stats": ("bench.stats", "paired significance tests of per-query metrics"),
+    "tuning-summary": ("bench.stats", "a tuned table's budgets, choices and what tuning bought"),
+    "ranking": ("bench.ranking", "rank methods across datasets and folds: mean ranks, Friedman, Nemenyi, critical "
+                                 "difference (Demšar 2006)"),
+    "table": ("bench.report.cli", "render a statistics table as Markdown, LaTeX and HTML"),
+    "selection-table": ("bench.report.cli", "render a table's hyperparameter selection (every grid point)"),
+    "figure": ("bench.report.cli", "draw one figure as PNG and PDF"),
+    "computed-table": ("bench.report.cli", "render a table computed from something other than statistics"),
+    "quality-cost": ("bench.report.cli", "per method: mean metric with a CI over seeds, seconds per epoch, peak "
+                                         "memory (the quality-cost figure's table)"),
+    "coverage": ("bench.report.cli", "the coverage list of docs/coverage.md as a report page"),
+    "compare-table": ("bench.report.cli", "new losses vs frozen baselines, paired tests, rendered"),
+    "freeze": ("bench.frozen", "store per-query baseline results with a manifest"),
+    "check-reproduced": ("bench.frozen", "do the current runs reproduce the frozen baselines?"),
+    "check-frozen": ("bench.frozen", "verify frozen baselines against the current protocol and data"),
+    "perf": ("bench.perf.cli", "performance suites (markdown tables)"),
+    "plan": ("bench.costs.cli", "a study's cost before launch: runs, device-hours, peak memory per job"),
+    "status": ("bench.costs.cli", "how far a study is: done/running/remaining jobs, time left"),
+    "plan-check": ("bench.costs.cli", "a finished study's jobs: measured time and peak vs projection and request"),
 }
 JOB_SERVER = "job-server"  # served by this module itself (bench.jobserver runs run_command)
 
 
 def _build_parser(wanted: str | None) -> argparse.ArgumentParser:
+    """The parser of command ``wanted`` (its module imported), or with ``None`` the listing."""
     parser = argparse.ArgumentParser(
         prog="ltr-bench",
         description="Learning-to-rank benchmark suite: each Snakemake rule calls one of these commands.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for module_name, commands in STAGES.items():
-        if wanted is not None and wanted not in commands:
-            continue
+    if wanted is None:  # `--help`, or no or an unknown command: names and lines only
+        for name, (_, line) in COMMANDS.items():
+            sub.add_parser(name, help=line, add_help=False)
+    elif wanted in COMMANDS:
+        module_name = COMMANDS[wanted][0]
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
-            if exc.name and module_name.startswith(exc.name):
-                continue  # stage not built yet: its commands are simply absent
-            raise
-        module.register_cli(sub)
+            if not (exc.name and module_name.startswith(exc.name)):
+                raise
+            # stage not built yet: its commands are simply absent
+        else:
+            module.register_cli(sub)
     if wanted in (None, JOB_SERVER):
         p = sub.add_parser(
             JOB_SERVER,
@@ -66,6 +96,13 @@ def _build_parser(wanted: str | None) -> argparse.ArgumentParser:
         p.add_argument("--socket", required=True, help="Unix socket path to listen on")
         p.set_defaults(func=lambda args: serve_jobs(args.socket))
     return parser
+
+
+def _command(argv: list[str]) -> str | None:
+    """The command ``argv`` names (its first word); None for an option or a word that is no
+    command, which the listing's parser then answers (``--help``, or the error naming them all)."""
+    word = argv[0] if argv else None
+    return word if word in COMMANDS or word == JOB_SERVER else None
 
 
 def serve_jobs(socket_path: str, preload: tuple[str, ...] | None = None) -> int:
@@ -95,10 +132,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_command(argv: list[str]) -> int:
     """Parse ``argv`` and run the sub-command in this process; its exit status."""
-    wanted = argv[0] if argv and not argv[0].startswith("-") else None
-    known = {c for cmds in STAGES.values() for c in cmds} | {JOB_SERVER}
-    parser = _build_parser(wanted if wanted in known else None)
-    args = parser.parse_args(argv)
+    args = _build_parser(_command(argv)).parse_args(argv)
     try:
         result = args.func(args)
     except BenchError as exc:

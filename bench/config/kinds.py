@@ -94,6 +94,16 @@ def rules() -> tuple[str, ...]:
     return tuple(dict.fromkeys(kind.rule for kind in RUN_KINDS.values()))
 
 
+def rule_help(rule: str) -> str:
+    """The line of ``ltr-bench --help`` for a rule's command: the first of its kinds' ``help``.
+
+    >>> rule_help("gbdt")
+    'train one LightGBM/XGBoost baseline on one prepared fold'
+    """
+    return next((kind.help for kind in RUN_KINDS.values() if kind.rule == rule and kind.help),
+                f"run one method on one prepared fold with one seed ({rule})")
+
+
 def rule_of(method_spec: dict[str, Any]) -> str:
     """The rule that runs a method (a protocol's kind shares the rule of its method key's kind)."""
     return RUN_KINDS[method_kind(method_spec)].rule

@@ -16,6 +16,10 @@ line naming the key at fault:
 
 A compared loss is named by where it is written: ``compare.losses.<i>.loss`` (method ``<name>``).
 
+The signature also types ``params``: a string Snakemake's ``--config`` left there is read back
+by the loss's literal default (:mod:`bench.config.strings`: ``tau: "100.0"`` -> 100.0 where
+``tau`` defaults to a number, ``sigmoid: "cauchy"`` stays a string).
+
 **A user's module is imported** (a ``package.module:function`` reference, not a registered
 name), in that same child process, even when its source shows the signature: only an import
 tells that the module loads (a top level that raises, a package it imports that is missing),
@@ -38,6 +42,7 @@ from typing import Any
 
 from bench.config.kinds import method_kind
 from bench.config.plan import compare_method_name
+from bench.config.strings import type_strings
 from bench.errors import ConfigError
 from bench.losses import registry
 from bench.losses.hyperparameters import LossNotFound, LossSignature, from_imports, from_source, search_path, supplied_by_trainer
@@ -87,7 +92,8 @@ def _signatures(targets: list[str], users: set[str],
 
 
 def check_losses(config: dict[str, Any], cwd: str | Path | None = None) -> None:
-    """Resolve every neural method's and compared loss's target and hyperparameters (module docstring)."""
+    """Resolve every neural method's and compared loss's target and hyperparameters, and type the
+    strings of its ``params`` by the loss's defaults, in place (module docstring)."""
     entries = [(*entry, _target(entry[3]["loss"], entry[1])) for entry in _entries(config)]
     registered = set(registry.names())
     users = {target for _, _, _, spec, target in entries if spec["loss"] not in registered}
@@ -97,6 +103,8 @@ def check_losses(config: dict[str, Any], cwd: str | Path | None = None) -> None:
         found = signatures[target]
         if isinstance(found, LossNotFound):
             raise ConfigError(f"config key '{loss_key}'{label}: {found}")
+        if isinstance(spec.get("params"), dict):
+            type_strings(spec["params"], found.defaults())
         tau_schedule = (spec.get("train") or {}).get("tau_schedule") is not None
         problems = found.problems(spec["loss"], spec.get("params") or {}, supplied_by_trainer(tau_schedule=tau_schedule))
         if problems:

@@ -46,7 +46,8 @@ from bench.config.plan import (
 )
 from bench.config.run import check_choice, resolve_model
 from bench.config.schema import ROOT, SCHEMA_PATH, StudyValidator, _key, deepest_error, describe, load_schema  # noqa: F401
-from bench.config.settings import check_linear_scorer
+from bench.config.settings import check_linear_scorer, gbdt_library
+from bench.config.strings import type_strings
 from bench.errors import ConfigError
 
 DEFAULT_CONFIG = ROOT / "config" / "default.yaml"
@@ -104,10 +105,24 @@ def validate_config(config: dict[str, Any], schema_path: str | Path | None = Non
     error = deepest_error(validator, config)
     if error is not None:
         raise ConfigError(_describe(error))
+    type_free_strings(config)
     check_choices(config)
     check_references(config)
-    check_losses(config)  # every loss resolved now, torch-free: a typo stops the DAG, not a job
+    check_losses(config)  # every loss resolved now, torch-free: a typo stops the DAG, not a job; types its params
     return config
+
+
+def type_free_strings(config: dict[str, Any]) -> None:
+    """Read back the ``--config`` strings of the free-form mappings the schema leaves open, in
+    place, by :mod:`bench.config.strings`'s rule: a GBDT method's ``params`` by its library's
+    default parameters, a dataset's ``options`` (no defaults here); a neural method's ``params``
+    are typed by its loss's signature once the loss is resolved (:func:`check_losses`)."""
+    for spec in config["methods"].values():
+        if method_kind(spec) == "gbdt" and isinstance(spec.get("params"), dict):
+            type_strings(spec["params"], gbdt_library(spec["gbdt"])[1])
+    for dataset in config["datasets"].values():
+        if isinstance(dataset.get("options"), dict):
+            type_strings(dataset["options"], {})
 
 
 #: JSON schema type -> does a YAML-parsed value have it (bool is not an integer here)
@@ -129,6 +144,8 @@ def coerce_typed_strings(validator: jsonschema.protocols.Validator, config: dict
     the expected type; any other string is left as
     it is, and validation then names the key and the type it expected. Quoted numbers in a
     config file are read the same way: the schema, not the quoting, decides a key's type.
+    The free-form mappings the schema does not type (method ``params``, dataset ``options``)
+    are read back by :func:`type_free_strings` and :func:`check_losses`.
 
     >>> cfg = {"gpu": "True", "threads": "2"}
     >>> coerce_typed_strings(StudyValidator(load_schema()), cfg); cfg["gpu"], cfg["threads"]

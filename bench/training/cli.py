@@ -92,9 +92,7 @@ def register_cli(subparsers) -> None:
     """One command per rule of the run kinds: ``ltr-bench train``, ``gbdt``, ``linear``."""
     for rule in kinds.rules():
         words = HELP.get(rule, {})
-        summary = next((k.help for k in kinds.RUN_KINDS.values() if k.rule == rule and k.help),
-                       f"run one method on one prepared fold with one seed ({rule})")
-        p = subparsers.add_parser(rule, help=summary)
+        p = subparsers.add_parser(rule, help=kinds.rule_help(rule))
         add_run_arguments(p, method_help=words.get("method", "key under methods: in the config"),
                           config_help=words.get("config", "YAML or JSON config"),
                           quiet_help=words.get("quiet", "no summary line"),

@@ -130,6 +130,42 @@ def test_command_line_strings_get_the_schema_type(default_raw, path, text, value
     assert cfg[path[-1]] == value and type(cfg[path[-1]]) is type(value)
 
 
+def _as_snakemake_passes(text: str) -> dict:
+    """A nested ``--config`` value as Snakemake hands it over: YAML's BaseLoader, every scalar a
+    string (``snakemake.cli.parse_config``)."""
+    return yaml.load(text, Loader=yaml.BaseLoader)
+
+
+def test_command_line_loss_params_keep_their_yaml_type():
+    """Loss ``params`` are free-form in the schema: the loss's signature types them, so the run
+    config holds 100.0 where ``--config 'methods={pirank_ndcg_t1000: {params: {tau: 100.0}}}'``
+    was typed (it held the string "100.0")."""
+    methods = _as_snakemake_passes("{pirank_ndcg_t1000: {params: {tau: 100.0, k: 5, straight_through: false}}}")
+    assert methods["pirank_ndcg_t1000"]["params"]["tau"] == "100.0"
+    cfg = cv.load_config(overrides={"methods": methods})
+    params = plan.run_config(cfg, "pirank", "syn-web", "pirank_ndcg_t1000")["methods"]["pirank_ndcg_t1000"]["params"]
+    assert params == {"tau": 100.0, "k": 5, "straight_through": False}
+    assert [type(params[k]) for k in ("tau", "k", "straight_through")] == [float, int, bool]
+
+
+def test_a_string_loss_parameter_stays_a_string():
+    """A parameter whose default is a string takes strings: a name, and a number-like text too."""
+    methods = _as_snakemake_passes("{diffsort_ndcg: {params: {sigmoid: logistic, network: '1.0', steepness: 5}}}")
+    cfg = cv.load_config(overrides={"methods": methods})
+    assert cfg["methods"]["diffsort_ndcg"]["params"] == {"sigmoid": "logistic", "network": "1.0", "steepness": 5}
+
+
+def test_command_line_gbdt_params_and_dataset_options_keep_their_yaml_type():
+    overrides = _as_snakemake_passes("{methods: {lambdamart: {params: {num_leaves: 7, boosting: dart, "
+                                     "extra_trees: true}}}, datasets: {syn-web: {options: {n_queries: 50, "
+                                     "list_length: [10, 40], normalize: zscore}}}}")
+    cfg = cv.load_config(overrides=overrides)
+    assert cfg["methods"]["lambdamart"]["params"] == {"num_leaves": 7, "min_sum_hessian_in_leaf": 1.0,
+                                                      "boosting": "dart", "extra_trees": True}
+    options = cfg["datasets"]["syn-web"]["options"]
+    assert (options["n_queries"], options["list_length"], options["normalize"]) == (50, [10, 40], "zscore")
+
+
 @pytest.mark.parametrize("path, text, expected", [(["gpu"], "maybe", "boolean"), (["threads"], "2.5", "integer"),
                                                   (["protocols", "pirank", "train", "epochs"], "three", "integer")])
 def test_a_string_that_is_not_of_the_type_names_key_and_type(default_raw, path, text, expected):

@@ -159,8 +159,15 @@ def _compare(study: Path, *extra: str) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 def test_compare_trains_only_the_new_loss_and_tables_it_against_the_frozen_baselines(study):
     manifest = json.loads((study / "results/frozen/default/syn-web/manifest.json").read_text())
+    (study / "reports").mkdir(exist_ok=True)
+    (study / "reports/report.html").write_text("<html></html>")  # an earlier study's report
     proc = _compare(study)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    # it ends naming the compare page, not the study's report
+    lines = (proc.stdout + proc.stderr).splitlines()
+    ours = [line for line in lines if line.startswith(("The compare page", "The study's report", "Tables and figures"))]
+    assert ours == [f"The compare page: {(study / 'reports/compare/syn-web.html').resolve()} (the new losses against "
+                    "every frozen baseline; open it in a browser, the Markdown is beside it)"], ours
     runs = sorted(p.relative_to(study / "results/runs").as_posix() for p in (study / "results/runs").rglob("scores.npy"))
     assert runs == [f"compare/syn-web/Fold1/squared_hinge/seed{s}/scores.npy" for s in (0, 1)]
     md = (study / "reports/compare/syn-web.md").read_text()

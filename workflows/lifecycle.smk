@@ -24,7 +24,7 @@
 #    main process's own CPU seconds (not its jobs') go to results/benchmarks/snakemake-main.json,
 #    which `ltr-bench perf study` reports (all three in bench/overhead.py).
 # 5. Where to look: a run that succeeds ends with the path of the HTML report (or of the tables
-#    and figures, when the report is older than they are).
+#    and figures, when the report is older than they are); a `compare` run with its page's path.
 import atexit
 import sys
 import shutil
@@ -134,11 +134,28 @@ REPORT = Path("reports/report.html")
 REPORT_PARTS = (Path("reports/tables"), Path("reports/figures"))
 
 
+def _is_compare(target):
+    return target == "compare" or target.startswith("reports/compare/")
+
+
 def point_at_results():
-    # the run the user started ends saying where to look: the HTML report when it is as new as
-    # every table and figure, else the folders (and how to bring the report up to date)
+    # the run the user started ends saying where to look: the compare pages when it asked for
+    # them (the last line; the only one when it asked for nothing else); else the HTML report
+    # when it is as new as every table and figure, else the folders (and how to bring the report
+    # up to date)
     if not workflow.is_main_process:
         return
+    targets = set(workflow.dag_settings.targets)  # none: the default target, `all`
+    if not targets or not all(_is_compare(t) for t in targets):
+        point_at_report()
+    asked = [*(compare_outputs() if "compare" in targets else []), *filter(_is_compare, targets - {"compare"})]
+    pages = sorted({Path(p).with_suffix(".html").resolve() for p in asked})
+    if pages:
+        logger.info(f"The compare page{'s' if len(pages) > 1 else ''}: {', '.join(map(str, pages))} (the new "
+                    "losses against every frozen baseline; open it in a browser, the Markdown is beside it)")
+
+
+def point_at_report():
     parts = [f for folder in REPORT_PARTS if folder.is_dir() for f in folder.iterdir() if f.is_file()]
     newest = max((f.stat().st_mtime for f in parts), default=0.0)
     folders = ", ".join(f"{folder}/" for folder in REPORT_PARTS)

@@ -169,7 +169,10 @@ def test_compare_trains_only_the_new_loss_and_tables_it_against_the_frozen_basel
     assert ours == [f"The compare page: {(study / 'reports/compare/syn-web.html').resolve()} (the new losses against "
                     "every frozen baseline; open it in a browser, the Markdown is beside it)"], ours
     runs = sorted(p.relative_to(study / "results/runs").as_posix() for p in (study / "results/runs").rglob("scores.npy"))
-    assert runs == [f"compare/syn-web/Fold1/squared_hinge/seed{s}/scores.npy" for s in (0, 1)]
+    # the new loss tries the baselines' budget (3 configurations, tuning seed 0), then its chosen
+    # configuration trains the other seed (config/compare-example.yaml's `search`, issue 40)
+    assert runs == sorted(f"compare/syn-web/Fold1/{m}/seed{s}/scores.npy" for m, s in (
+        ("squared_hinge", 0), ("squared_hinge+cfg2", 0), ("squared_hinge+cfg3", 0), ("squared_hinge+tuned", 1)))
     md = (study / "reports/compare/syn-web.md").read_text()
     assert "| Pairwise squared hinge (examples/my_loss.py) (new) |" in md
     labels = yaml.safe_load((study / "config/default.yaml").read_text())["methods"]

@@ -249,7 +249,7 @@ def _unreachable_message(url: str, dest: Path, part: Path, why: str, attempts: i
             if got else "")
     return (f"cannot reach {host}: {why}, {attempts} attempt(s); nothing was downloaded{kept}. "
             f"Offline or behind a firewall: pass a mirror this machine can reach with --url URL, or "
-            f"download {url} elsewhere and place the file at {dest.resolve()}")
+            f"download {url} elsewhere and place the file at {dest.resolve()} (creating its folder)")
 
 
 def _interrupted_message(url: str, part: Path, size: int | None, exc: BaseException) -> str:

@@ -58,6 +58,14 @@ def test_the_paper_profiles_mslr_tables_run_end_to_end_on_the_real_mslr_sample(t
     for table in ("pirank_table1", "arf_table2"):  # graded as the papers graded: with TF-Ranking
         assert "convention tfranking" in (study / f"reports/tables/{table}.md").read_text(), table
     assert "convention allrank" in (study / "reports/tables/neuralndcg_table3.md").read_text()
+    # issue 41: validation graded by the tables' tool, ARF's rows at the paper's tau, NeuralNDCG's refit
+    assert "Validation (early stopping, the tested checkpoint, selection) is graded by the rules of TF-Ranking" in arf
+    for row in ("| ARF at the paper's tau |", "| ARF-relax at the paper's tau |", "| NeuralSort at the paper's tau |"):
+        assert row in arf, row
+    assert "refit from scratch on the training and validation splits together" in \
+        (study / "reports/tables/neuralndcg_table3.md").read_text()
+    refit = json.loads((study / "results/runs/neuralndcg/mslr-sample/Fold1/listnet/seed0/run.json").read_text())["result"]
+    assert refit["checkpoint"] == "last" and refit["refit"]["queries"] == 32 + 10  # train + validation
     for figure in FIGURES:
         assert (study / f"reports/figures/{figure}.png").read_bytes()[:4] == b"\x89PNG", figure
     curve = pd.read_csv(study / "results/runs/pirank_ablation/mslr-sample/Fold1/pirank_ndcg_tau1/seed0/curve.csv")

@@ -101,6 +101,25 @@ def summaries(planned: list[PlannedJob]) -> list[Summary]:
     return [*rows.values(), total, *([tuned] if tuned.jobs else [])]
 
 
+def device_hours(s: Summary) -> str:
+    """A row's device-hours cell: ``unknown`` when none of its runs could be projected (a 0.0
+    there would read as free), else the hours, ``*`` marking an upper bound.
+
+    >>> device_hours(Summary("t", jobs=3, runs=2, unsized=2))
+    'unknown '
+    >>> device_hours(Summary("t", jobs=3, runs=2, seconds=5400.0, bound=True))
+    '1.5*'
+    """
+    if unknown(s):
+        return "unknown "
+    return f"{s.seconds / 3600:,.1f}{'*' if s.bound else ' '}"
+
+
+def unknown(s: Summary) -> bool:
+    """Whether none of a row's runs could be projected (its hours and peak are then unknown)."""
+    return bool(s.runs) and s.unsized >= s.runs and s.seconds == 0
+
+
 def render(planned: list[PlannedJob], calibration: Calibration, *, title: str) -> str:
     """The plan as text: per target and total, the largest jobs, what is not projected."""
     dev = calibration.device
@@ -112,7 +131,7 @@ def render(planned: list[PlannedJob], calibration: Calibration, *, title: str) -
     for s in summaries(planned):
         gpu = f" {gib(s.peak_gpu):>8}" if dev.kind == "cuda" else ""
         lines.append(f"{s.name:<22} {s.jobs:>6,} {s.runs:>6,} {s.steps:>13,} {s.rounds:>12,} "
-                     f"{s.seconds / 3600:>12,.1f}{'*' if s.bound else ' '} {gib(s.peak_host):>10}{gpu} {s.unsized:>14,}")
+                     f"{device_hours(s):>13} {'unknown' if unknown(s) else gib(s.peak_host):>10}{gpu} {s.unsized:>14,}")
     rows = summaries(planned)
     if rows[-1].name == TUNING_ROW and rows[-2].seconds > 0:
         lines.append(f"{TUNING_ROW}: {rows[-1].seconds / rows[-2].seconds:.0%} of the device-hours (every tuned method's "

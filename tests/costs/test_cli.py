@@ -123,3 +123,13 @@ def test_ctrl_c_stops_the_calibration_at_once_with_one_line_and_no_child_left(tm
     kept = json.loads(next(cal.glob("*.json")).read_text())["entries"]
     assert len(kept) >= 1 and f"{len(kept)} measurement(s) kept" in rest
     assert list(scratch.glob("ltr-calibration-*")) == []  # the generated data removed (torch keeps its own here)
+
+
+def test_a_target_whose_runs_cannot_be_projected_reads_unknown_not_zero(tmp_path):
+    """Issue 42: the sample plan printed 0.0 device-hours for tables whose runs it cannot project
+    (fold shapes unknown before they are prepared; SinkProp's own protocol): that read as free."""
+    out = _ltr("plan", "sinkprop_letor", "--no-calibrate", "--configfile", "config/paper.yaml", "config/letor.yaml",
+               "--calibration-dir", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    row = next(line for line in out.stdout.splitlines() if line.startswith("sinkprop_letor"))
+    assert row.split()[5:7] == ["unknown", "unknown"] and " 0.0" not in row, row  # hours and peak

@@ -31,14 +31,7 @@ from helpers import TOY_METRICS, make_prepared, toy_neural_config
 METRICS = TOY_METRICS
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One intra-op thread: on a shared 2-core box extra threads only add contention, and the
-    resume test's subprocesses inherit the same count (bit-identity needs equal threads)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/training/conftest.py
 
 
 @pytest.fixture(scope="module")

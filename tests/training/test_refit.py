@@ -29,13 +29,7 @@ from bench.training.loss import make_loss
 from bench.training.state import default_checkpoint_dir
 from helpers import make_prepared, toy_neural_config
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/training/conftest.py
 
 
 @pytest.fixture(scope="module")

@@ -38,12 +38,7 @@ SMALL = {"derived_queries": 20, "max_derived_size": 200, "init_penalties": [0.0]
          "patience": None}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/training/conftest.py
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,6 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 
 from bench.data import load_prepared
 from bench.training.cli import run_job
@@ -26,8 +25,10 @@ def prepared(tmp_path_factory):
     return make_prepared(tmp_path_factory.mktemp("prep") / "empty" / "fold1", empty_fraction=0.25)
 
 
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/training/conftest.py
+
+
 def _run(prepared, out, convention):
-    torch.set_num_threads(1)
     cfg = toy_neural_config("softmax", epochs=3, early_stopping_metric="ndcg@10")
     cfg["metrics"]["names"] = ["ndcg@10"]
     if convention is not None:

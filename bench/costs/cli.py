@@ -69,8 +69,10 @@ def _cli_plan(args) -> int:
     try:
         return _plan(args, held)
     except KeyboardInterrupt:
+        # name the cache only once a measurement was saved in it (an interrupt before that wrote nothing)
+        saved = held and held[0].path is not None and held[0].path.exists()
         kept = f"; {len(held[0].entries)} measurement(s) kept in {held[0].path}, the same command resumes" \
-            if held and held[0].path is not None else ""
+            if saved else "; nothing was measured yet, so nothing was written"
         print(f"ltr-bench plan: interrupted{kept}", file=sys.stderr, flush=True)
         return 130
     finally:
@@ -86,15 +88,10 @@ def _plan(args, held: list) -> int:
 
     from bench.atomic import write_json
     from bench.costs import plan as planning
-    from bench.costs.calibration import load_calibration, open_calibration
     from bench.costs.model import Context
 
     config = read_config(args.configfile, args.config)
-    threads = args.threads or config["threads"]
-    if args.calibration:
-        calibration = load_calibration(args.calibration)
-    else:
-        calibration = open_calibration(this_device(args.device or config["device"], threads), args.calibration_dir)
+    calibration = plan_calibration(args, config)
     held.append(calibration)
     planned = planning.build_plan(config, args.targets, calibration, Context(config, calibration, exact=args.exact))
     needed = planning.missing(planned)
@@ -111,7 +108,7 @@ def _plan(args, held: list) -> int:
     title = (f"Plan of {' '.join(args.targets)} (profile {config['profile']}"
              + (f"; {' '.join(args.configfile)}" if args.configfile else "")
              + ("; exact calibration" if args.exact else "") + f"): {len(planned):,} jobs")
-    sys.stdout.write(planning.render(planned, calibration, title=title))
+    sys.stdout.write(planning.render(planned, calibration, title=title, config=config))
     if args.compare:
         try:
             other = json.loads(Path(args.compare).read_text(encoding="utf-8"))
@@ -123,14 +120,34 @@ def _plan(args, held: list) -> int:
     return 0
 
 
+def plan_calibration(args, config: dict[str, Any]):
+    """The calibration ``ltr-bench plan`` projects with for ``args`` (``--calibration FILE``, else
+    this machine's device for the config's ``device`` and ``threads``; empty when not measured yet)."""
+    from bench.costs.calibration import load_calibration, open_calibration
+
+    if args.calibration:
+        return load_calibration(args.calibration)
+    threads = getattr(args, "threads", 0) or config["threads"]
+    return open_calibration(this_device(getattr(args, "device", None) or config["device"], threads),
+                            args.calibration_dir)
+
+
 def _cli_status(args) -> int:
+    import os
+
+    from bench.costs import plan as planning
     from bench.costs import status
+    from bench.costs.calibration import ENV_FILE
 
     config = read_config(args.configfile, args.config)
-    states, rows, ratios = status.study_status(config, args.targets, stale_s=args.stale_minutes * 60)
+    # the plan's calibration, unless the workflow's own choice is forced ($LTR_BENCH_CALIBRATION)
+    calibration = None if os.environ.get(ENV_FILE) and not args.calibration else plan_calibration(args, config)
+    states, rows, ratios = status.study_status(config, args.targets, stale_s=args.stale_minutes * 60,
+                                               calibration=calibration)
     title = (f"Status of {' '.join(args.targets)} (profile {config['profile']}"
              + (f"; {' '.join(args.configfile)}" if args.configfile else "") + f"): {len(states):,} jobs")
-    sys.stdout.write(status.render(states, rows, ratios, title=title, cores=args.cores))
+    sys.stdout.write(status.render(states, rows, ratios, title=title, cores=args.cores,
+                                   device="" if calibration is None else planning.device_line(calibration, config)))
     return 0
 
 
@@ -178,6 +195,12 @@ def register_cli(subparsers) -> None:
                               "projected time left, from the outputs, the running runs' progress records and "
                               "the calibration (bench/costs/status.py).")
     _add_config_arguments(s)
+    s.add_argument("--device", choices=("auto", "cpu", "cuda"), default=None,
+                   help="device to project for, as `ltr-bench plan --device` (default: the config's `device`)")
+    s.add_argument("--calibration", default=None, metavar="FILE",
+                   help="project with this calibration file (e.g. a GPU node's), as `ltr-bench plan --calibration`")
+    s.add_argument("--calibration-dir", default="results/calibration", metavar="DIR",
+                   help="where `ltr-bench plan` cached its measurements (default: results/calibration)")
     s.add_argument("--stale-minutes", type=float, default=10.0,
                    help="a progress record older than this marks an interrupted run (default 10)")
     s.add_argument("--cores", type=int, default=None, help="also print the wall-clock time left at N jobs side by side")

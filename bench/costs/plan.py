@@ -120,11 +120,22 @@ def unknown(s: Summary) -> bool:
     return bool(s.runs) and s.unsized >= s.runs and s.seconds == 0
 
 
-def render(planned: list[PlannedJob], calibration: Calibration, *, title: str) -> str:
+def device_line(calibration: Calibration, config: dict[str, Any]) -> str:
+    """Which device and calibration file the projections are on; and, for a ``gpu: true`` study
+    projected on a CPU, that its jobs are projected where they run on this machine."""
+    dev = calibration.device
+    line = (f"device: {dev.kind} {dev.name}" + (f", {dev.threads} thread(s) per job" if dev.kind == "cpu" else "")
+            + f"; calibration: {calibration.path}" + ("" if calibration.entries else " (nothing measured yet)"))
+    if config.get("gpu") and dev.kind == "cpu":
+        line += ("\n`gpu: true` requests a GPU per training job on a cluster; this machine has none, so the jobs "
+                 "are projected on its CPU, where they run here (--calibration FILE projects on a GPU node's)")
+    return line
+
+
+def render(planned: list[PlannedJob], calibration: Calibration, *, title: str, config: dict[str, Any]) -> str:
     """The plan as text: per target and total, the largest jobs, what is not projected."""
     dev = calibration.device
-    lines = [title, f"device: {dev.kind} {dev.name}" + (f", {dev.threads} thread(s) per job" if dev.kind == "cpu" else "")
-             + f"; calibration: {calibration.path}", ""]
+    lines = [title, device_line(calibration, config), ""]
     header = f"{'target':<22} {'jobs':>6} {'runs':>6} {'steps':>13} {'GBDT rounds':>12} {'device-hours':>13} " \
              f"{'peak/job':>10}{' GPU/job' if dev.kind == 'cuda' else ''} {'not projected':>14}"
     lines += [header, "-" * len(header)]

@@ -23,10 +23,14 @@ done when it exists.
 
 Time left, in device time (one job at a time; ``--cores N`` side by side take at least that
 divided by N) = the running runs' own ETA (their record's, less the time since it was
-written) + the projection (:mod:`bench.costs.model`, the plan's model, on the calibration of
-the device the jobs run on: :func:`bench.costs.calibration.find_calibration`) of every other
-job not done, each rule's projections scaled by how its finished runs compared with theirs
-(``run.json`` wall time / projection, when any finished). A target with a job that has no
+written) + the projection (:mod:`bench.costs.model`, the plan's model) of every other job not
+done, each rule's projections scaled by how its finished runs compared with theirs
+(``run.json`` wall time / projection, when any finished). The projections are on the
+calibration ``ltr-bench plan`` projects with on this machine (``ltr-bench status`` passes it:
+the config's ``device`` resolved here and its ``threads``, or ``--calibration FILE``), so that
+before anything ran the total is the plan's; without one (a library call) on the calibration
+of the device each rule runs on (:func:`bench.costs.calibration.find_calibration`, as the
+cluster requests are sized). A target with a job that has no
 projection (no calibration yet, a fold whose shape is unknown until prepared, a run kind
 without a cost model) shows its time left as unknown, with the reasons, never the sum of the
 others alone. Local steps (:data:`bench.costs.model.LOCAL_RULES`: run configs, the report,
@@ -44,7 +48,7 @@ from typing import Any
 
 from bench.config import plan
 from bench.config.jobs import Job, target_jobs
-from bench.costs.calibration import find_calibration
+from bench.costs.calibration import Calibration, find_calibration
 from bench.costs.model import LOCAL_RULES, Context, Projection, project
 from bench.costs.sizing import device_kind
 from bench.errors import IntegrityError
@@ -173,16 +177,24 @@ class TargetStatus:
 
 
 class _Projector:
-    """Projections of jobs on the calibration of their device (one context per device kind)."""
+    """Projections of jobs on ``calibration`` (the plan's: every job on one device), or without it
+    on the calibration of each job's device (one context per device kind)."""
 
-    def __init__(self, config: dict[str, Any]) -> None:
+    def __init__(self, config: dict[str, Any], calibration: Calibration | None = None) -> None:
         self.config = config
         self.contexts: dict[str, Context | None] = {}
         self.cache: dict[str, Projection | None] = {}
+        self.calibration = calibration
+
+    def kind(self, job: Job) -> str:
+        return "plan" if self.calibration is not None else device_kind(self.config, job.rule)
 
     def __call__(self, job: Job) -> Projection | None:
         if job.output not in self.cache:
-            kind = device_kind(self.config, job.rule)
+            kind = self.kind(job)
+            if kind == "plan" and kind not in self.contexts:
+                assert self.calibration is not None
+                self.contexts[kind] = Context(self.config, self.calibration) if self.calibration.entries else None
             if kind not in self.contexts:
                 cal = find_calibration(kind, int(self.config["threads"]))
                 self.contexts[kind] = None if cal is None else Context(self.config, cal)
@@ -195,7 +207,7 @@ class _Projector:
         if job.rule in LOCAL_RULES:
             return None
         proj = self(job)
-        if self.contexts[device_kind(self.config, job.rule)] is None:
+        if self.contexts[self.kind(job)] is None:
             return NO_CALIBRATION
         if proj is None:
             return "no cost model"
@@ -205,13 +217,16 @@ class _Projector:
 
 
 def study_status(config: dict[str, Any], targets: list[str], *, now: float | None = None,
-                 stale_s: float = STALE_S) -> tuple[list[JobState], list[TargetStatus], dict[str, float]]:
-    """States of every job, per-target rows (+ total) and each rule's measured/projected ratio."""
+                 stale_s: float = STALE_S, calibration: Calibration | None = None,
+                 ) -> tuple[list[JobState], list[TargetStatus], dict[str, float]]:
+    """States of every job, per-target rows (+ total) and each rule's measured/projected ratio;
+    projections on ``calibration`` when given (an empty one: none yet), else on each rule's
+    device's (module docstring)."""
     now = time.time() if now is None else now
     jobs = target_jobs(config, targets)
     done = up_to_date(config, jobs)
     states = [job_state(job, now, stale_s, done=job.output in done) for job in jobs]
-    projector = _Projector(config)
+    projector = _Projector(config, calibration)
     ratios = _ratios(states, projector)
     rows: dict[str, TargetStatus] = {}
     total = TargetStatus("total (each job once)")
@@ -256,10 +271,11 @@ def _left(st: JobState, projector: _Projector, ratios: dict[str, float]) -> tupl
 
 
 def render(states: list[JobState], rows: list[TargetStatus], ratios: dict[str, float], *, title: str,
-           cores: int | None = None) -> str:
+           cores: int | None = None, device: str = "") -> str:
+    """The status as text; ``device``: the line naming the calibration projected on (as the plan's)."""
     from bench.costs.model import hours
 
-    lines = [title, ""]
+    lines = [title, *([device] if device else []), ""]
     header = f"{'target':<22} {'done':>6} {'running':>8} {'interrupted':>12} {'remaining':>10} {'time left':>10}"
     lines += [header, "-" * len(header)]
     for r in rows:

@@ -133,3 +133,24 @@ def test_a_target_whose_runs_cannot_be_projected_reads_unknown_not_zero(tmp_path
     assert out.returncode == 0, out.stderr
     row = next(line for line in out.stdout.splitlines() if line.startswith("sinkprop_letor"))
     assert row.split()[5:7] == ["unknown", "unknown"] and " 0.0" not in row, row  # hours and peak
+
+
+def test_ctrl_c_before_the_first_measurement_names_no_file(tmp_path):
+    """Issue 42: an interrupt before any measurement was saved named results/calibration/...json,
+    which was never created. Now it says nothing was written, and nothing was."""
+    cal = tmp_path / "cal"
+    env = {"PATH": os.environ["PATH"], "LTR_BENCH_JOB_SERVER": "off", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "bench.cli", "plan", "all", "--calibration-dir", str(cal)],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        first = proc.stderr.readline()  # "calibrating N measurement(s) on ... into ...": none taken yet
+        assert first.startswith("calibrating "), first
+        proc.send_signal(signal.SIGINT)
+        rest = proc.communicate(timeout=60)[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, rest
+    assert rest.strip().splitlines()[-1] == "ltr-bench plan: interrupted; nothing was measured yet, so nothing was written"
+    assert not cal.exists() or list(cal.iterdir()) == []

@@ -28,6 +28,7 @@ from bench.errors import UsageError
 from bench.training.progress import write_progress
 
 SCALE = ("config/paper.yaml", "config/scale.yaml")
+ROOT_CONFIG = Path(__file__).resolve().parents[2] / "config"
 
 
 TEST_CPU = Device("cpu", "test cpu", 1)
@@ -219,3 +220,49 @@ def test_time_left_is_unknown_unless_every_job_left_is_projected(tmp_path, monke
     states, rows, ratios = status.study_status(config, ["all"])
     assert all(not r.unknown for r in rows) and rows[-1].seconds_left > 0
     assert rows[-1].projected == sum(1 for s in states if s.job.rule not in model.LOCAL_RULES)
+
+
+def _parsed(*argv: str):
+    import argparse
+
+    from bench.costs.cli import register_cli
+
+    parser = argparse.ArgumentParser()
+    register_cli(parser.add_subparsers())
+    return parser.parse_args(list(argv))
+
+
+def test_status_and_plan_agree_on_a_gpu_profile_on_a_machine_without_cuda(tmp_path, monkeypatch, capsys):
+    """Issue 42: right after a finished paper plan, status said "no calibration for its device yet"
+    and totalled a fraction of the plan: `gpu: true` made it look for a CUDA calibration while the
+    plan (and the jobs, here) ran on the CPU. Status now projects on the plan's calibration: before
+    anything ran, its total time left is the plan's device-hours (to float rounding)."""
+    import torch
+
+    from bench.costs import plan as planning
+    from bench.costs.cli import _cli_status, plan_calibration, this_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.delenv("LTR_BENCH_CALIBRATION", raising=False)
+    monkeypatch.chdir(tmp_path)
+    argv = ("--configfile", str(ROOT_CONFIG / "paper.yaml"), str(ROOT_CONFIG / "scale.yaml"), "--config", "gpu=true",
+            "--calibration-dir", str(tmp_path / "cal"))
+    config = load_config(ROOT_CONFIG / "paper.yaml", ROOT_CONFIG / "scale.yaml", overrides={"gpu": True})
+    assert config["gpu"] is True and sizing.device_kind(config, "train") == "cuda"
+    _filled(config, device=this_device(config["device"], config["threads"]), folder=tmp_path / "cal").save()
+    args = _parsed("status", "all", *argv)
+    calibration = plan_calibration(args, config)
+    assert calibration.device.kind == "cpu" and calibration.entries
+    planned = planning.build_plan(config, ["all"], calibration)
+    plan_total = planning.summaries(planned)[-1]
+    assert plan_total.unsized == 0 and plan_total.seconds > 0
+    _, rows, _ = status.study_status(config, ["all"], calibration=calibration)
+    assert not rows[-1].unknown and rows[-1].seconds_left == pytest.approx(plan_total.seconds, rel=1e-9)
+    _, old_rows, _ = status.study_status(config, ["all"])  # the old lookup: a CUDA calibration, none here
+    assert status.NO_CALIBRATION in " ".join(old_rows[-1].unknown)
+    assert _cli_status(args) == 0
+    text = capsys.readouterr().out
+    assert "no calibration" not in text and "`gpu: true` requests a GPU" in text
+    assert f"calibration: {calibration.path}" in text
+    total = next(line for line in text.splitlines() if line.startswith("total"))
+    assert total.endswith(model.hours(plan_total.seconds) + ("*" if plan_total.bound else ""))

@@ -51,6 +51,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "quality-cost": ("bench.report.cli", "per method: mean metric with a CI over seeds, seconds per epoch, peak "
                                          "memory (the quality-cost figure's table)"),
     "coverage": ("bench.report.cli", "the coverage list of docs/coverage.md as a report page"),
+    "report-text": ("bench.report.cli", "the HTML report's text: titles and full captions, readable without JavaScript"),
     "compare-table": ("bench.report.cli", "new losses vs frozen baselines, paired tests, rendered"),
     "freeze": ("bench.frozen", "store per-query baseline results with a manifest"),
     "check-reproduced": ("bench.frozen", "do the current runs reproduce the frozen baselines?"),

@@ -246,6 +246,16 @@ def test_all_on_the_default_profile_produces_every_table_figure_and_the_report(t
         assert (tmp_path / f"reports/figures/{figure}.pdf").read_bytes()[:4] == b"%PDF"
     assert (tmp_path / "reports/report.html").stat().st_size > 10_000
     assert f"The study's report: {(tmp_path / 'reports/report.html').resolve()}" in proc.stdout + proc.stderr
+    # issue 42: every title and full caption readable without JavaScript, and each entry its own
+    from bench.report.text import NOSCRIPT_ID, figure_entry, table_entry
+
+    report = (tmp_path / "reports/report.html").read_text(encoding="utf-8")
+    section = report[report.index(f'<noscript id="{NOSCRIPT_ID}">'):report.index("</noscript>")]
+    pages = sorted((tmp_path / "reports/tables").glob("*.html"))
+    assert len(pages) >= 14
+    for entry in [*map(table_entry, pages), *map(figure_entry, (tmp_path / "reports/figures").glob("*.png"))]:
+        assert entry.title in section and entry.caption in section and "drawn without a title" not in entry.title
+    assert report.count("Hyperparameter selection of ARF") >= 2  # the selection table's own caption, in the app too
     # ARF's row selected on validation (issue 32): the selection table marks the chosen point
     assert "| **✓** |" in (tmp_path / "reports/tables/arf_table2_selection.md").read_text(encoding="utf-8")
     print(f"snakemake --cores 2 all: {elapsed:.0f} s")

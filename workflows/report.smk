@@ -1,6 +1,7 @@
 # The HTML report: every table and figure with its caption (`snakemake --report`).
 # The rule runs the report generation on the finished tables and figures, so `all` ends with
-# reports/report.html; `snakemake --report reports/report.html` by hand gives the same file.
+# reports/report.html; `snakemake --report reports/report.html` by hand gives the same file but
+# for the section readable without JavaScript (`ltr-bench report-text ... --embed` adds it).
 
 
 localrules:
@@ -35,12 +36,18 @@ rule report:
         # the config of *this* invocation, written when the job runs (never a stale copy)
         config_text=json.dumps(config, indent=2, sort_keys=True) + "\n",
         config_path="results/config/report-config.json",
+        captions=plan.REPORT_CAPTIONS,
     log:
         "results/logs/report.log",
     conda:
         "../environment.yml"
     # a shell job (a `run:` job would start one more Snakemake process just to call this one)
+    # its words three times over (bench/report/text.py): each table's and figure's title and full
+    # caption as fragments the .rst captions include, the report, then all of them as text
+    # readable without JavaScript
     shell:
         "mkdir -p $(dirname {params.config_path}) && "
         "printf '%s' {params.config_text:q} > {params.config_path}.tmp && mv {params.config_path}.tmp {params.config_path} && "
-        "snakemake --nolock --configfile {params.config_path} --report {output} {input.outputs} > {log} 2>&1"
+        "ltr-bench report-text {input.outputs} --captions {params.captions} > {log} 2>&1 && "
+        "snakemake --nolock --configfile {params.config_path} --report {output} {input.outputs} >> {log} 2>&1 && "
+        "ltr-bench report-text {input.outputs} --embed {output} >> {log} 2>&1"

@@ -1087,6 +1087,7 @@ def heatmap_selection_notes(config: dict[str, Any]) -> list[str]:
 
 TOY_SORT = "results/tables/neuralsort_toy.parquet"
 COVERAGE = "reports/coverage.html"  # docs/coverage.md as a page of the report
+REPORT_CAPTIONS = "results/report/captions"  # each table's and figure's title and caption (workflows/report/*.rst)
 
 
 def coverage_args(config: dict[str, Any]) -> list[str]:

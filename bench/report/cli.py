@@ -24,6 +24,9 @@ JSON object (``--spec``) that the workflow builds from the validated config.
   epoch and peak memory from the ``run.json`` of the runs named in the spec.
 - ``coverage --doc docs/coverage.md --enabled NAME ... --profile P --html H``: the coverage list
   of every table and figure of the four papers as a report page (:mod:`bench.report.coverage`).
+- ``report-text OUTPUT... [--captions DIR] [--embed REPORT]``: the HTML report's words, every
+  table's title and full caption and every figure's title, as fragments its captions include and
+  as a section readable without JavaScript (:mod:`bench.report.text`).
 - ``compare-table --frozen DIR --new P.parquet ... --ledger DIR --spec JSON --md M --html H``:
   verify the frozen baselines (:func:`bench.frozen.check_frozen`), add the new losses to the
   dataset's ledger of compared losses, test every compared loss against every frozen baseline
@@ -94,6 +97,19 @@ def _cli_selection(args) -> int:
     spec = parse_spec(args.spec)
     spec.setdefault("name", f"{args.name}_selection")
     _write_table(selection_table([read_record(p) for p in args.selection], spec), args.md, args.tex, args.html)
+    return 0
+
+
+def _cli_report_text(args) -> int:
+    from bench.report.text import embed, entries, write_captions
+
+    if not args.captions and not args.embed:
+        raise UsageError("report-text: give --captions DIR, --embed REPORT or both")
+    found = entries(args.outputs)
+    if args.captions:
+        write_captions(found, args.captions)
+    if args.embed:
+        embed(args.embed, found)
     return 0
 
 
@@ -260,7 +276,8 @@ def _table_outputs(p) -> None:
 
 
 def register_cli(subparsers) -> None:
-    """Add ``ltr-bench table``, ``selection-table``, ``figure``, ``computed-table``, ``coverage`` and ``compare-table``."""
+    """Add ``ltr-bench table``, ``selection-table``, ``figure``, ``computed-table``, ``quality-cost``, ``coverage``,
+    ``report-text`` and ``compare-table``."""
     t = subparsers.add_parser("table", help="render a statistics table as Markdown, LaTeX and HTML")
     t.add_argument("name")
     t.add_argument("--stats", required=True, help="results/stats/<table>.parquet")
@@ -304,6 +321,14 @@ def register_cli(subparsers) -> None:
     v.add_argument("--profile", required=True)
     v.add_argument("--html", required=True)
     v.set_defaults(func=_cli_coverage)
+    x = subparsers.add_parser("report-text", help="the HTML report's text: titles and full captions, readable "
+                              "without JavaScript")
+    x.add_argument("outputs", nargs="+", help="the report's tables (.md, read from the .html beside each) and figures (.png)")
+    x.add_argument("--captions", metavar="DIR", help="write one caption fragment per table and figure here (before "
+                   "`snakemake --report`: the .rst captions include them)")
+    x.add_argument("--embed", metavar="REPORT", help="put every title and caption into REPORT as a <noscript> section "
+                   "(after `snakemake --report`)")
+    x.set_defaults(func=_cli_report_text)
     c = subparsers.add_parser("compare-table", help="new losses vs frozen baselines, paired tests, rendered")
     c.add_argument("--frozen", required=True, help="results/frozen/<profile>/<dataset>")
     c.add_argument("--new", required=True, nargs="+", help="evaluated per-query parquet files of the new losses")

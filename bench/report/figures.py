@@ -53,17 +53,26 @@ SCALING_COLUMNS = ("loss", "variant", "L", "seconds", "peak_mb")
 
 
 #: format -> what savefig writes into the file beyond the figure: no creation date in the PDF,
-#: so the same figure is the same bytes (the PNG carries none)
-_METADATA = {"png": None, "pdf": {"CreationDate": None}}
+#: so the same figure is the same bytes (the PNG carries none); both carry the figure's title
+_METADATA = {"png": {}, "pdf": {"CreationDate": None}}
+
+
+def figure_title(fig) -> str:
+    """The figure's title as text: its suptitle, else its panels' titles joined by " | "."""
+    title = fig.get_suptitle().strip()
+    return title or " | ".join(t for ax in fig.axes if (t := ax.get_title().strip()))
 
 
 def save(fig, png: str | os.PathLike, pdf: str | os.PathLike) -> None:
     """Write ``fig`` to ``png`` (150 dpi) and ``pdf``, both or neither (:func:`bench.atomic.write_files`:
-    drawn in memory, refused before writing when the disk has no room for both); close it."""
+    drawn in memory, refused before writing when the disk has no room for both); close it. Both
+    files carry :func:`figure_title` as their ``Title`` (the report's text reads the PNG's:
+    :mod:`bench.report.text`)."""
     files = {}
+    title = figure_title(fig)
     for path, fmt in ((png, "png"), (pdf, "pdf")):
         buffer = io.BytesIO()
-        fig.savefig(buffer, format=fmt, dpi=150, bbox_inches="tight", metadata=_METADATA[fmt])
+        fig.savefig(buffer, format=fmt, dpi=150, bbox_inches="tight", metadata={**_METADATA[fmt], "Title": title})
         files[path] = buffer.getvalue()
     plt.close(fig)
     write_files(files)

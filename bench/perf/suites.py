@@ -59,6 +59,8 @@ SUITES: dict[str, PerfSuite] = dict(
         _suite("train", "the real trainer's docs/s vs the bare step (float32 and bfloat16)", "train", "train"),
         _suite("parse", "SVMlight parsing vs scikit-learn (MB/s) and the prepared-cache reload", "data", "parse"),
         _suite("metrics", "all metrics on an MSLR-sized fold vs a per-query loop", "data", "metrics"),
+        _suite("soft-ops", "fast soft rank / soft sort (L2, KL) vs torchsort in one process, one thread "
+               "(ours alone without torchsort)", "soft_ops", "soft_ops"),
         _suite("study", "slowest Snakemake jobs from results/benchmarks/**/*.tsv", "study", "study"),
         _suite("gbdt-devices", "XGBoost on the GPU vs the CPU: the gbdt run function on one fold, time and per-query "
                "metric differences", "gbdt_devices", "gbdt_devices"),

@@ -194,7 +194,8 @@ def test_perf_all_cuda_without_cuda_is_a_clear_error(tmp_path, capsys, monkeypat
 
 
 def test_every_suite_is_registered():
-    assert set(SUITES) == {"losses", "kernels", "scaling", "train", "parse", "metrics", "study", "gbdt-devices", "all"}
+    assert set(SUITES) == {"losses", "kernels", "scaling", "train", "parse", "metrics", "study", "gbdt-devices",
+                           "soft-ops", "all"}
     assert not math.isnan(perf_scaling.loglog_slope([1, 2], [1, 2]))
 
 

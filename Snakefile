@@ -24,6 +24,6 @@ include: "workflows/lifecycle.smk"
 rule all:
     input:
         report_inputs(),
-        "reports/report.html",
+        plan.report_file(config),
         reproduction_outputs(),  # the frozen baselines, re-run by this study, checked
     default_target: True

@@ -80,15 +80,15 @@ def letor_study(tmp_path_factory):
 
 
 def test_letor_profile_builds_only_the_letor_table_graded_by_letor4(letor_study):
-    tables = sorted(p.name for p in (letor_study / "reports/tables").iterdir())
+    tables = sorted(p.name for p in (letor_study / "reports/letor/tables").iterdir())
     assert tables == ["sinkprop_letor.html", "sinkprop_letor.md", "sinkprop_letor.tex"]
-    text = (letor_study / "reports/tables/sinkprop_letor.md").read_text()
+    text = (letor_study / "reports/letor/tables/sinkprop_letor.md").read_text()
     assert "MQ2008" in text and "Eval-Score-4.0" in text
     for metric in ("NDCG@1", "NDCG@10", "MAP"):
         assert metric in text
     # LETOR's published baselines: no stored source covers MQ2008, and the caption says so
     assert "No stored source has LETOR's published numbers for MQ2008" in text and "| published" not in text
-    assert (letor_study / "reports/report.html").stat().st_size > 0
+    assert (letor_study / "reports/letor/report.html").stat().st_size > 0
 
 
 def test_the_hand_extracted_tree_is_left_as_the_user_made_it(letor_study):
@@ -100,7 +100,7 @@ def test_the_hand_extracted_tree_is_left_as_the_user_made_it(letor_study):
 def test_each_run_equals_its_exported_scores_graded_in_file_order(letor_study):
     test_file = letor_study / "resources/raw/mq2008/extracted/MQ2008/Fold1/test.txt"
     labels, offsets, qids = _read_letor(test_file)
-    evaluated = pd.read_parquet(letor_study / "results/evaluated/sinkprop_letor/mq2008/Fold1.parquet")
+    evaluated = pd.read_parquet(letor_study / "results/letor/evaluated/sinkprop_letor/mq2008/Fold1.parquet")
     assert set(evaluated["convention"]) == {"letor4"}
     runs = sorted((letor_study / "results/runs/letor/mq2008/Fold1").glob("*/seed0"))
     assert {run.parent.name for run in runs} == set(evaluated["method"])

@@ -48,26 +48,26 @@ def test_the_paper_profiles_mslr_tables_run_end_to_end_on_the_real_mslr_sample(t
     assert arf_meta["options"]["arf_filter"] and arf_meta["splits"]["test"]["n_queries"] == 35
 
     for table in TABLES:
-        text = (study / f"reports/tables/{table}.md").read_text()
+        text = (study / f"reports/mslr-sample/tables/{table}.md").read_text()
         assert "MSLR-WEB30K sample (rankeval" in text, table
         rows = [line.strip("|").split("|") for line in text.splitlines() if line.startswith("| ")]
         cells = [c.strip() for row in rows[1:] for c in row]
         assert cells and "n/a" not in cells, table  # every method was trained and graded
-    arf = (study / "reports/tables/arf_table2.md").read_text()
+    arf = (study / "reports/mslr-sample/tables/arf_table2.md").read_text()
     assert "| Softmax (point-wise) |" in arf and "| Softmax |" in arf
     for table in ("pirank_table1", "arf_table2"):  # graded as the papers graded: with TF-Ranking
-        assert "convention tfranking" in (study / f"reports/tables/{table}.md").read_text(), table
-    assert "convention allrank" in (study / "reports/tables/neuralndcg_table3.md").read_text()
+        assert "convention tfranking" in (study / f"reports/mslr-sample/tables/{table}.md").read_text(), table
+    assert "convention allrank" in (study / "reports/mslr-sample/tables/neuralndcg_table3.md").read_text()
     # issue 41: validation graded by the tables' tool, ARF's rows at the paper's tau, NeuralNDCG's refit
     assert "Validation (early stopping, the tested checkpoint, selection) is graded by the rules of TF-Ranking" in arf
     for row in ("| ARF at the paper's tau |", "| ARF-relax at the paper's tau |", "| NeuralSort at the paper's tau |"):
         assert row in arf, row
     assert "refit from scratch on the training and validation splits together" in \
-        (study / "reports/tables/neuralndcg_table3.md").read_text()
+        (study / "reports/mslr-sample/tables/neuralndcg_table3.md").read_text()
     refit = json.loads((study / "results/runs/neuralndcg/mslr-sample/Fold1/listnet/seed0/run.json").read_text())["result"]
     assert refit["checkpoint"] == "last" and refit["refit"]["queries"] == 32 + 10  # train + validation
     for figure in FIGURES:
-        assert (study / f"reports/figures/{figure}.png").read_bytes()[:4] == b"\x89PNG", figure
+        assert (study / f"reports/mslr-sample/figures/{figure}.png").read_bytes()[:4] == b"\x89PNG", figure
     curve = pd.read_csv(study / "results/runs/pirank_ablation/mslr-sample/Fold1/pirank_ndcg_tau1/seed0/curve.csv")
     assert curve["vali_L100_loss"].between(0, 1).all()  # Fig. 5's relaxed loss on validation lists of 100
-    assert (study / "reports/report.html").stat().st_size > 10_000
+    assert (study / "reports/mslr-sample/report.html").stat().st_size > 10_000

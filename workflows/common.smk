@@ -25,8 +25,11 @@ except ConfigError as exc:
 
 PROFILE = config["profile"]
 PREPARED, RUN, RUN_CONFIG = plan.PREPARED, plan.RUN, plan.RUN_CONFIG
-SELECTION = plan.SELECTION
-EVALUATED, STATS, LOSS_CURVES = plan.EVALUATED, plan.STATS, plan.LOSS_CURVES
+# a summary (a table, figure, statistics, evaluation, selection, the report) lives in the profile's
+# own folders, so two profiles' outputs coexist (plan.profiled; the default profile's at the top)
+SELECTION = plan.profiled(config, plan.SELECTION)
+EVALUATED, STATS, LOSS_CURVES = (plan.profiled(config, p) for p in (plan.EVALUATED, plan.STATS, plan.LOSS_CURVES))
+REPORTS = plan.reports_dir(config)
 GPU = 1 if config["gpu"] else 0
 
 report: "report/workflow.rst"

@@ -5,8 +5,8 @@ rule figure:
     input:
         figure_inputs,
     output:
-        png=report("reports/figures/{figure}.png", caption="report/figures.rst", category="Figures"),
-        pdf="reports/figures/{figure}.pdf",
+        png=report(f"{REPORTS}/figures/{{figure}}.png", caption="report/figures.rst", category="Figures"),
+        pdf=f"{REPORTS}/figures/{{figure}}.pdf",
     params:
         spec=figure_spec_json,
         inputs=figure_input_args,
@@ -90,7 +90,7 @@ rule quality_cost:
         stats=lambda w: _planned(plan.quality_cost_inputs)()[0],
         runs=lambda w: _planned(plan.quality_cost_inputs)()[1:],
     output:
-        plan.QUALITY_COST,
+        plan.profiled(config, plan.QUALITY_COST),
     params:
         spec=lambda w: _sorted_json(_planned(plan.quality_cost_spec)()),
     log:

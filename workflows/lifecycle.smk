@@ -130,8 +130,8 @@ def record_overhead():
             logger.warning(f"could not record the main process's CPU time in {OVERHEAD_RECORD}: {exc}")
 
 
-REPORT = Path("reports/report.html")
-REPORT_PARTS = (Path("reports/tables"), Path("reports/figures"))
+REPORT = Path(plan.report_file(config))
+REPORT_PARTS = (Path(REPORTS) / "tables", Path(REPORTS) / "figures")
 
 
 def _is_compare(target):

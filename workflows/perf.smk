@@ -4,8 +4,8 @@
 
 rule perf_scaling:
     output:
-        csv="results/perf/scaling.csv",
-        md="results/perf/scaling.md",
+        csv=plan.profiled(config, plan.SCALING_CSV),
+        md=plan.profiled(config, plan.SCALING_CSV).removesuffix(".csv") + ".md",
     params:
         args=perf_args(),
         device=config["device"],

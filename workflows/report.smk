@@ -15,7 +15,7 @@ rule coverage:
     input:
         "docs/coverage.md",
     output:
-        report(plan.COVERAGE, caption="report/coverage.rst", category="Coverage"),
+        report(plan.profiled(config, plan.COVERAGE), caption="report/coverage.rst", category="Coverage"),
     params:
         args=" ".join(plan.coverage_args(config)),
     log:
@@ -31,7 +31,7 @@ rule report:
     input:
         outputs=report_inputs(),
     output:
-        "reports/report.html",
+        plan.report_file(config),
     params:
         # the config of *this* invocation, written when the job runs (never a stale copy)
         config_text=json.dumps(config, indent=2, sort_keys=True) + "\n",

@@ -28,10 +28,10 @@ rule selection_table:
     input:
         lambda w: table_records(w.table),
     output:
-        md=report("reports/tables/{table}_selection.md", caption="report/selection.rst", category="Tables",
+        md=report(f"{REPORTS}/tables/{{table}}_selection.md", caption="report/selection.rst", category="Tables",
                   labels={"table": "{table}_selection", "format": "Markdown"}),
-        tex="reports/tables/{table}_selection.tex",
-        html=report("reports/tables/{table}_selection.html", caption="report/selection.rst", category="Tables",
+        tex=f"{REPORTS}/tables/{{table}}_selection.tex",
+        html=report(f"{REPORTS}/tables/{{table}}_selection.html", caption="report/selection.rst", category="Tables",
                     labels={"table": "{table}_selection", "format": "HTML"}),
     params:
         spec=lambda w: _sorted_json(_planned(plan.selection_table_spec)(w.table)),

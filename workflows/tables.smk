@@ -9,12 +9,12 @@ rule table:
         paper="bench/report/paper_numbers.yaml",
         selection=lambda w: selection_files(w.table),
         # a tuned table's budgets, choices and what tuning bought (rule tuning_summary)
-        tuning=lambda w: [plan.TUNING_SUMMARY.format(table=w.table)] if w.table in tuned_tables() else [],
+        tuning=lambda w: [plan.profiled(config, plan.TUNING_SUMMARY).format(table=w.table)] if w.table in tuned_tables() else [],
     output:
-        md=report("reports/tables/{table}.md", caption="report/tables.rst", category="Tables",
+        md=report(f"{REPORTS}/tables/{{table}}.md", caption="report/tables.rst", category="Tables",
                   labels=table_labels("Markdown")),
-        tex="reports/tables/{table}.tex",
-        html=report("reports/tables/{table}.html", caption="report/tables.rst", category="Tables",
+        tex=f"{REPORTS}/tables/{{table}}.tex",
+        html=report(f"{REPORTS}/tables/{{table}}.html", caption="report/tables.rst", category="Tables",
                     labels=table_labels("HTML")),
     params:
         spec=table_spec_json,
@@ -89,10 +89,10 @@ rule computed_table:
         files=computed_table_inputs,
         paper="bench/report/paper_numbers.yaml",
     output:
-        md=report("reports/tables/{table}.md", caption="report/computed_tables.rst", category="Tables",
+        md=report(f"{REPORTS}/tables/{{table}}.md", caption="report/computed_tables.rst", category="Tables",
                   labels=table_labels("Markdown")),
-        tex="reports/tables/{table}.tex",
-        html=report("reports/tables/{table}.html", caption="report/computed_tables.rst", category="Tables",
+        tex=f"{REPORTS}/tables/{{table}}.tex",
+        html=report(f"{REPORTS}/tables/{{table}}.html", caption="report/computed_tables.rst", category="Tables",
                     labels=table_labels("HTML")),
     params:
         spec=computed_table_spec_json,
@@ -137,7 +137,7 @@ rule ranking:
     input:
         lambda w: _planned(plan.ranking_inputs)(),
     output:
-        plan.RANKING,
+        plan.profiled(config, plan.RANKING),
     params:
         spec=lambda w: _sorted_json(_planned(plan.ranking_spec)()),
     log:
@@ -153,7 +153,7 @@ rule ranking:
 
 rule toy_sort:
     output:
-        plan.TOY_SORT,
+        plan.profiled(config, plan.TOY_SORT),
     params:
         taus=lambda w: " ".join(map(str, config["computed_tables"]["neuralndcg_table1"]["taus"])),
     log:

@@ -54,7 +54,7 @@ rule tuning_summary:
     input:
         lambda w: _planned(plan.tuning_summary_inputs)(w.table),
     output:
-        plan.TUNING_SUMMARY,
+        plan.profiled(config, plan.TUNING_SUMMARY),
     params:
         spec=lambda w: _sorted_json(_planned(plan.tuning_summary_spec)(w.table)),
         n_boot=config["stats"]["n_boot"],

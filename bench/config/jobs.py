@@ -147,7 +147,7 @@ class _Jobs:
                 if fold == ev.tuning_fold:
                     for method in ev.tuned:
                         self.tuning(ev.experiment, dataset, method)
-            self.add("evaluate", plan.EVALUATED.format(name=name, dataset=dataset, fold=fold), inputs,
+            self.add("evaluate", plan.profiled(self.config, plan.EVALUATED).format(name=name, dataset=dataset, fold=fold), inputs,
                      name=name, dataset=dataset, fold=fold)
 
     def selection(self, name: str, dataset: str, fold: str, runs: list[str]) -> None:
@@ -160,7 +160,7 @@ class _Jobs:
         with self.upstream() as evaluated:
             for dataset in plan.table_datasets(self.config, table):
                 self.evaluation(table, dataset)
-        stats = plan.STATS.format(table=table)
+        stats = plan.profiled(self.config, plan.STATS).format(table=table)
         self.add("stats", stats, evaluated, table=table)
         if render:
             summary = []
@@ -169,7 +169,7 @@ class _Jobs:
                     for dataset in plan.table_datasets(self.config, table):
                         if plan.tuning_records(self.config, table, dataset):
                             self.evaluation(table + plan.DEFAULTS_SUFFIX, dataset)
-                summary = [plan.TUNING_SUMMARY.format(table=table)]
+                summary = [plan.profiled(self.config, plan.TUNING_SUMMARY).format(table=table)]
                 self.add("tuning_summary", summary[0], [*evaluated, *defaults], table=table)
             for out in plan.table_outputs(self.config, table)[:1]:
                 self.add("table", out, [*evaluated, stats, *summary], table=table)
@@ -185,7 +185,7 @@ class _Jobs:
 
     def _figure_inputs(self, figure: str, spec: dict[str, Any]) -> None:
         if figure == "scaling_figure":
-            self.add("perf_scaling", plan.SCALING_CSV)
+            self.add("perf_scaling", plan.profiled(self.config, plan.SCALING_CSV))
         elif figure == "temperature_figure":
             dataset = plan.resolve_role(self.config, spec["dataset"])
             fold = spec.get("fold") or self.config["datasets"][dataset]["folds"][0]
@@ -207,12 +207,12 @@ class _Jobs:
         elif figure == "quality_cost_figure":
             plan.quality_cost_inputs(self.config)  # its table enabled, its dataset the table's: as the rule checks
             self.table(spec["table"], render=False)  # its statistics and its runs (every dataset's)
-            self.add("quality_cost", plan.QUALITY_COST)
+            self.add("quality_cost", plan.profiled(self.config, plan.QUALITY_COST))
         elif figure == "cd_diagram":
             plan.cd_diagram_inputs(self.config)  # its metrics ranked, the ranking enabled: as the rule checks
             self.ranking()
         else:
-            self.add("loss_curves", plan.LOSS_CURVES)
+            self.add("loss_curves", plan.profiled(self.config, plan.LOSS_CURVES))
 
     def computed_table(self, name: str) -> None:
         """A table of ``computed_tables:``: the toy table, every prepared fold, the runs it reads, or
@@ -222,7 +222,7 @@ class _Jobs:
             if kind == "ranking":
                 self.ranking()
             elif kind == "toy_sort":
-                self.add("toy_sort", plan.TOY_SORT)
+                self.add("toy_sort", plan.profiled(self.config, plan.TOY_SORT))
             elif kind == "datasets":
                 for dataset in plan.study_datasets(self.config):
                     self.prepared(dataset, list(self.config["datasets"][dataset]["folds"]))
@@ -246,7 +246,7 @@ class _Jobs:
         with self.upstream() as evaluated:
             for dataset in plan.table_datasets(self.config, table):
                 self.evaluation(table, dataset)
-        self.add("ranking", plan.RANKING, evaluated)
+        self.add("ranking", plan.profiled(self.config, plan.RANKING), evaluated)
 
     def freeze(self) -> None:
         for dataset in plan.freeze_datasets(self.config):
@@ -315,8 +315,8 @@ def target_jobs(config: dict[str, Any], targets: list[str]) -> list[Job]:
             elif target in plan.COMPUTED_TABLES:
                 jobs.computed_table(target)
             elif target == "report":  # the report shows every table and figure of the study
-                jobs.add("coverage", plan.COVERAGE)  # reads docs/coverage.md only
-                jobs.add("report", "reports/report.html", list(before))
+                jobs.add("coverage", plan.profiled(config, plan.COVERAGE))  # reads docs/coverage.md only
+                jobs.add("report", plan.report_file(config), list(before))
             else:
                 getattr(jobs, target)()
     return list(jobs.by_output.values())

@@ -353,6 +353,42 @@ def study_protocol(config: dict[str, Any], protocol: str, dataset: str) -> dict[
 
 # ----------------------------------------------------------------------------- the workflow's files
 
+DEFAULT_PROFILE = "default"
+#: the folders the suite itself writes directly under results/ or reports/: no profile may be named
+#: like one, since a profile's own folder sits beside them (:func:`profiled`)
+SUITE_FOLDERS = frozenset({"calibration", "compare", "config", "configs", "evaluated", "fetched", "figures", "frozen",
+                           "logs", "perf", "prepared", "report", "runs", "selection", "stats", "tables", "tuning"})
+
+
+def profiled(config: dict[str, Any], path: str) -> str:
+    """Where ``path`` (a summary's pattern: a table, figure, statistics, evaluation, selection,
+    the report) lives in this config's profile: as it is for the default profile, else under the
+    profile's own folder, ``results/<profile>/...`` and ``reports/<profile>/...``. So two profiles'
+    tables, figures and reports coexist; their runs, keyed by experiment, dataset and method (and
+    rerun by Snakemake when the run config differs), are shared as they are.
+
+    >>> profiled({"profile": "default"}, STATS), profiled({"profile": "paper"}, STATS)
+    ('results/stats/{table}.parquet', 'results/paper/stats/{table}.parquet')
+    >>> profiled({"profile": "paper"}, "reports")
+    'reports/paper'
+    """
+    profile = config["profile"]
+    if profile == DEFAULT_PROFILE:
+        return path
+    top, _, rest = path.partition("/")
+    return f"{top}/{profile}" + (f"/{rest}" if rest else "")
+
+
+def reports_dir(config: dict[str, Any]) -> str:
+    """The profile's ``reports`` folder (:func:`profiled`): its tables, figures and HTML report."""
+    return profiled(config, "reports")
+
+
+def report_file(config: dict[str, Any]) -> str:
+    """The profile's HTML report."""
+    return f"{reports_dir(config)}/report.html"
+
+
 PREPARED = "results/prepared/{dataset}/{fold}"
 RUN = "results/runs/{experiment}/{dataset}/{fold}/{method}/seed{seed}"
 RUN_CONFIG = "results/configs/{experiment}/{dataset}/{method}.json"
@@ -404,7 +440,7 @@ def prepared_folds(config: dict[str, Any], dataset: str) -> list[str]:
 def table_outputs(config: dict[str, Any], table: str) -> list[str]:
     if table not in enabled_tables(config):
         raise ConfigError(f"table {table} is not enabled in profile {config['profile']} (config key 'tables.{table}')")
-    return [f"reports/tables/{table}.{fmt}" for fmt in TABLE_FORMATS]
+    return [f"{reports_dir(config)}/tables/{table}.{fmt}" for fmt in TABLE_FORMATS]
 
 
 def figure_outputs(config: dict[str, Any], figure: str) -> list[str]:
@@ -412,14 +448,14 @@ def figure_outputs(config: dict[str, Any], figure: str) -> list[str]:
         raise ConfigError(
             f"figure {figure} is not enabled in profile {config['profile']} (config key 'figures.{figure}')"
         )
-    return [f"reports/figures/{figure}.{fmt}" for fmt in FIGURE_FORMATS]
+    return [f"{reports_dir(config)}/figures/{figure}.{fmt}" for fmt in FIGURE_FORMATS]
 
 
 def report_inputs(config: dict[str, Any]) -> list[str]:
     """Every enabled table and figure: the inputs of ``all`` and of the HTML report."""
     tables = [f for t in enabled_tables(config) for f in table_targets(config, t)]
     tables += [f for t in enabled_computed_tables(config) for f in computed_table_outputs(config, t)]
-    return tables + [f for fig in enabled_figures(config) for f in figure_outputs(config, fig)] + [COVERAGE]
+    return tables + [f for fig in enabled_figures(config) for f in figure_outputs(config, fig)] + [profiled(config, COVERAGE)]
 
 
 def freeze_outputs(config: dict[str, Any]) -> list[str]:
@@ -657,7 +693,7 @@ def evaluate_args(config: dict[str, Any], name: str, dataset: str) -> list[str]:
 
 
 def evaluated_files(config: dict[str, Any], name: str, datasets: list[str]) -> list[str]:
-    return [EVALUATED.format(name=name, dataset=ds, fold=f) for ds in datasets
+    return [profiled(config, EVALUATED).format(name=name, dataset=ds, fold=f) for ds in datasets
             for f in evaluation(config, name, ds).folds]
 
 
@@ -935,18 +971,18 @@ def figure_inputs(config: dict[str, Any], figure: str) -> list[str]:
     if figure == "letor_curves":
         return evaluated_files(config, spec["table"], table_datasets(config, spec["table"]))
     if figure == "scaling_figure":
-        return [SCALING_CSV]
+        return [profiled(config, SCALING_CSV)]
     if figure == "temperature_figure":
         return [f"{d}/curve.csv" for _, dirs in figure_runs(config, "temperature_figure") for d in dirs]
     if figure == "listsize_figure":
-        return [STATS.format(table=spec["table"])]
+        return [profiled(config, STATS).format(table=spec["table"])]
     if figure == heatmap.FIGURE:
         return evaluated_files(config, figure, [ds for ds, _ in heatmap_datasets(config)])
     if figure == "quality_cost_figure":
-        return [QUALITY_COST]
+        return [profiled(config, QUALITY_COST)]
     if figure == "cd_diagram":
         return cd_diagram_inputs(config)
-    return [LOSS_CURVES]
+    return [profiled(config, LOSS_CURVES)]
 
 
 def figure_reads_inputs(figure: str) -> bool:
@@ -1106,7 +1142,7 @@ def computed_table_outputs(config: dict[str, Any], name: str) -> list[str]:
     if name not in enabled_computed_tables(config):
         raise ConfigError(f"table {name} is not enabled in profile {config['profile']} "
                           f"(config key 'computed_tables.{name}')")
-    return [f"reports/tables/{name}.{fmt}" for fmt in TABLE_FORMATS]
+    return [f"{reports_dir(config)}/tables/{name}.{fmt}" for fmt in TABLE_FORMATS]
 
 
 def study_datasets(config: dict[str, Any]) -> list[str]:
@@ -1149,7 +1185,7 @@ def computed_table_inputs(config: dict[str, Any], name: str) -> list[str]:
     if kind == "ranking":
         return ranking_table_inputs(config)
     if kind == "toy_sort":
-        return [TOY_SORT]
+        return [profiled(config, TOY_SORT)]
     if kind == "datasets":
         return [d for ds in study_datasets(config) for d in prepared_folds(config, ds)]
     dataset, runs = _cost_runs(config)
@@ -1385,7 +1421,8 @@ def selection_files(config: dict[str, Any], table: str, datasets: list[str] | No
     """The ``select`` stage's records of ``table`` (one per dataset and fold; none: nothing selected)."""
     if not table_selects(config, table):
         return []
-    return [SELECTION.format(table=table, dataset=ds, fold=f) for ds in datasets or table_datasets(config, table)
+    pattern = profiled(config, SELECTION)
+    return [pattern.format(table=table, dataset=ds, fold=f) for ds in datasets or table_datasets(config, table)
             for f in table_folds(config, table, ds)]
 
 
@@ -1398,7 +1435,7 @@ def evaluation_selection(config: dict[str, Any], name: str, dataset: str, fold: 
     """The selection record an evaluation of ``name`` on one fold keeps the chosen points by."""
     if name not in TABLES or not table_selects(config, name):
         return []
-    return [SELECTION.format(table=name, dataset=dataset, fold=fold)]
+    return [profiled(config, SELECTION).format(table=name, dataset=dataset, fold=fold)]
 
 
 def evaluation_records(config: dict[str, Any], name: str, dataset: str, fold: str) -> list[str]:
@@ -1437,7 +1474,7 @@ def selection_table_outputs(config: dict[str, Any], table: str) -> list[str]:
     table_outputs(config, table)  # enabled?
     if not table_selects(config, table) and not table_tuning_records(config, table):
         return []
-    return [f"reports/tables/{table}{SELECTION_SUFFIX}.{fmt}" for fmt in TABLE_FORMATS]
+    return [f"{reports_dir(config)}/tables/{table}{SELECTION_SUFFIX}.{fmt}" for fmt in TABLE_FORMATS]
 
 
 def table_targets(config: dict[str, Any], table: str) -> list[str]:
@@ -1746,8 +1783,8 @@ def tuning_summary_inputs(config: dict[str, Any], table: str) -> list[str]:
             continue
         fold = tuning_fold(config, ds)
         out += tuning_records(config, table, ds)
-        out += [EVALUATED.format(name=table, dataset=ds, fold=fold),
-                EVALUATED.format(name=table + DEFAULTS_SUFFIX, dataset=ds, fold=fold)]
+        out += [profiled(config, EVALUATED).format(name=table, dataset=ds, fold=fold),
+                profiled(config, EVALUATED).format(name=table + DEFAULTS_SUFFIX, dataset=ds, fold=fold)]
     return out
 
 
@@ -1760,8 +1797,8 @@ def tuning_summary_spec(config: dict[str, Any], table: str) -> dict[str, Any]:
             continue
         fold = tuning_fold(config, ds)
         datasets.append({"dataset": ds, "fold": fold, "records": records,
-                         "chosen": EVALUATED.format(name=table, dataset=ds, fold=fold),
-                         "defaults": EVALUATED.format(name=table + DEFAULTS_SUFFIX, dataset=ds, fold=fold),
+                         "chosen": profiled(config, EVALUATED).format(name=table, dataset=ds, fold=fold),
+                         "defaults": profiled(config, EVALUATED).format(name=table + DEFAULTS_SUFFIX, dataset=ds, fold=fold),
                          "seeds": evaluation(config, table, ds).tuning_seeds})
     return {"table": table, "metrics": config["tables"][table]["metrics"], "datasets": datasets}
 
@@ -1777,7 +1814,7 @@ def quality_cost_inputs(config: dict[str, Any]) -> list[str]:
     figure_outputs(config, "quality_cost_figure")  # enabled?
     dataset, runs = _table_runs(config, "figures.quality_cost_figure")
     table = config["figures"]["quality_cost_figure"]["table"]
-    return [STATS.format(table=table), *[f"{r['dir']}/run.json" for r in runs],
+    return [profiled(config, STATS).format(table=table), *[f"{r['dir']}/run.json" for r in runs],
             *table_records(config, table, [dataset])]
 
 
@@ -1877,7 +1914,7 @@ def ranking_spec(config: dict[str, Any]) -> dict[str, Any]:
 def ranking_table_inputs(config: dict[str, Any]) -> list[str]:
     """The computed table ``ranking_table`` reads the ranking alone."""
     ranking_source(config)
-    return [RANKING]
+    return [profiled(config, RANKING)]
 
 
 def _ranking_subject(config: dict[str, Any], table: str) -> dict[str, Any]:
@@ -1902,7 +1939,7 @@ def ranking_table_spec(config: dict[str, Any]) -> dict[str, Any]:
 def cd_diagram_inputs(config: dict[str, Any]) -> list[str]:
     """The figure ``cd_diagram`` reads the ranking (its metrics among those ranked)."""
     cd_diagram_spec(config)
-    return [RANKING]
+    return [profiled(config, RANKING)]
 
 
 def cd_diagram_spec(config: dict[str, Any]) -> dict[str, Any]:

@@ -106,6 +106,7 @@ def validate_config(config: dict[str, Any], schema_path: str | Path | None = Non
     if error is not None:
         raise ConfigError(_describe(error))
     type_free_strings(config)
+    check_profile(config)
     check_choices(config)
     check_references(config)
     check_losses(config)  # every loss resolved now, torch-free: a typo stops the DAG, not a job; types its params
@@ -445,6 +446,15 @@ def check_tuning(config: dict[str, Any]) -> None:
                 if config["tables"][t]["protocol"] == protocol:
                     for ds in table_datasets(config, t):
                         _require(config["datasets"][ds]["folds"], fold, "tuning.fold", f"fold of dataset {ds}")
+
+
+def check_profile(config: dict[str, Any]) -> None:
+    """A profile other than the default keeps its summaries in ``results/<profile>/`` and
+    ``reports/<profile>/`` (:func:`bench.config.plan.profiled`): it may not take the name of a
+    folder the suite writes there itself."""
+    if config["profile"] in plan.SUITE_FOLDERS:
+        raise ConfigError(f"config key 'profile': {config['profile']!r} is the name of a folder the suite writes under "
+                          f"results/ or reports/ (one of {', '.join(sorted(plan.SUITE_FOLDERS))}); choose another name")
 
 
 def check_references(config: dict[str, Any]) -> None:

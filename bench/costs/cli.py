@@ -107,7 +107,7 @@ def _plan(args, held: list) -> int:
         planned = planning.build_plan(config, args.targets, calibration, Context(config, calibration, exact=args.exact))
     title = (f"Plan of {' '.join(args.targets)} (profile {config['profile']}"
              + (f"; {' '.join(args.configfile)}" if args.configfile else "")
-             + ("; exact calibration" if args.exact else "") + f"): {len(planned):,} jobs")
+             + ("; exact calibration" if args.exact else "") + f"): {planning.job_count(len(planned), args.targets)}")
     sys.stdout.write(planning.render(planned, calibration, title=title, config=config))
     if args.compare:
         try:
@@ -145,7 +145,8 @@ def _cli_status(args) -> int:
     states, rows, ratios = status.study_status(config, args.targets, stale_s=args.stale_minutes * 60,
                                                calibration=calibration)
     title = (f"Status of {' '.join(args.targets)} (profile {config['profile']}"
-             + (f"; {' '.join(args.configfile)}" if args.configfile else "") + f"): {len(states):,} jobs")
+             + (f"; {' '.join(args.configfile)}" if args.configfile else "") + f"): "
+             f"{planning.job_count(len(states), args.targets)}")
     sys.stdout.write(status.render(states, rows, ratios, title=title, cores=args.cores,
                                    device="" if calibration is None else planning.device_line(calibration, config)))
     return 0

@@ -494,7 +494,7 @@ def ranking(ctx: Context, job: Job) -> Projection:
     holds the same frames and more: seed-averaged per-query matrices, bootstrap resamples); its
     time is that of a summarising step (seconds: a group-by over the rows, no resampling)."""
     table = ctx.config["computed_tables"]["ranking_table"]["table"]
-    proj = stats(ctx, Job("stats", plan.STATS.format(table=table), {"table": table}))
+    proj = stats(ctx, Job("stats", plan.profiled(ctx.config, plan.STATS).format(table=table), {"table": table}))
     proj.work, proj.bound = "block means, ranks, Friedman and Nemenyi tests", True
     proj.note = f"memory: at most the stats job of {table} (same frames)"
     if proj.seconds is not None:

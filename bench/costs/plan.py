@@ -120,6 +120,17 @@ def unknown(s: Summary) -> bool:
     return bool(s.runs) and s.unsized >= s.runs and s.seconds == 0
 
 
+def job_count(n: int, targets: list[str]) -> str:
+    """The jobs counted, and the count ``snakemake -n`` prints for the same targets: one more per
+    target, each named target being a rule of its own whose job only gathers its inputs.
+
+    >>> job_count(204, ["all"])
+    '204 jobs (`snakemake -n all` counts 205: one more per target, its own rule)'
+    """
+    named = targets or ["all"]
+    return f"{n:,} jobs (`snakemake -n {' '.join(named)}` counts {n + len(named):,}: one more per target, its own rule)"
+
+
 def device_line(calibration: Calibration, config: dict[str, Any]) -> str:
     """Which device and calibration file the projections are on; and, for a ``gpu: true`` study
     projected on a CPU, that its jobs are projected where they run on this machine."""

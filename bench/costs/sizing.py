@@ -80,10 +80,11 @@ def _context(config: dict[str, Any], kind: str) -> Context | None:
     return ctx
 
 
-def job_of(rule: str, wildcards: dict[str, Any]) -> Job:
+def job_of(config: dict[str, Any], rule: str, wildcards: dict[str, Any]) -> Job:
+    """The job of ``rule`` with ``wildcards``, its output in the config's profile (:func:`bench.config.plan.profiled`)."""
     w = {k: (int(v) if k == "seed" else v) for k, v in dict(wildcards).items()}
     pattern = OUTPUTS.get(rule)
-    return Job(rule, pattern.format(**w) if pattern else rule, w)
+    return Job(rule, plan.profiled(config, pattern).format(**w) if pattern else rule, w)
 
 
 def projection(config: dict[str, Any], rule: str, wildcards: dict[str, Any]) -> tuple[Projection | None, Calibration | None]:
@@ -91,7 +92,7 @@ def projection(config: dict[str, Any], rule: str, wildcards: dict[str, Any]) -> 
     ctx = _context(config, device_kind(config, rule))
     if ctx is None:
         return None, None
-    return project(ctx, job_of(rule, wildcards)), ctx.calibration
+    return project(ctx, job_of(config, rule, wildcards)), ctx.calibration
 
 
 def request(config: dict[str, Any], rule: str, wildcards: dict[str, Any], attempt: int, *,

@@ -81,8 +81,8 @@ def test_figure_rows_are_training_points_and_columns_the_grid(cfg, paper):
         ("mslr-web30k-arf", "arf_relax"): [4], ("mslr-web30k-arf", "lambda_recall"): [3],
         ("mslr-web30k-arf", "lambdaloss_k15"): [5]}
     assert all(p["stands_for"] == [] and len(p["rows"]) == 5 for p in pspec["panels"])
-    assert plan.figure_inputs(paper, "recall_heatmap") == ["results/evaluated/recall_heatmap/istella-arf/Fold1.parquet",
-                                                           "results/evaluated/recall_heatmap/mslr-web30k-arf/Fold1.parquet"]
+    assert plan.figure_inputs(paper, "recall_heatmap") == ["results/paper/evaluated/recall_heatmap/istella-arf/Fold1.parquet",
+                                                           "results/paper/evaluated/recall_heatmap/mslr-web30k-arf/Fold1.parquet"]
 
 
 def test_the_planner_counts_every_model(cfg, paper):

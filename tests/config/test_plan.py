@@ -311,7 +311,7 @@ def test_computed_tables_read_every_prepared_fold_the_runs_records_or_the_toy_ta
     # ARF: 33 points (tau x lr), L_Relax and NeuralSort 11 each (tau), the chosen one's runs timed;
     # the rows at the paper's tau are grid points already (not timed twice)
     assert (spec["dataset"], spec["role"], len(spec["runs"])) == ("istella-arf", "istella", (7 + 33 + 11 + 11) * 3)
-    assert spec["selection"] == ["results/selection/arf_table2/istella-arf/Fold1.json"]
+    assert spec["selection"] == ["results/paper/selection/arf_table2/istella-arf/Fold1.json"]
     stats = plan.computed_table_spec(paper, "neuralndcg_table2")["datasets"]
     # the paper's statistics go beside NeuralNDCG's own datasets only (not the ARF-filtered copies)
     assert {d["name"]: d["role"] for d in stats if d["role"]} == {"mslr-web30k": "mslr-web30k", "istella": "istella"}
@@ -443,7 +443,8 @@ def test_the_ranking_runs_on_three_blocks_in_the_default_profile_and_52_in_the_p
     assert plan.ranking_blocks(default, "unified_table") == ["syn-web/Fold1", "syn-letor/Fold1", "syn-letor/Fold2"]
     paper = cv.load_config(ROOT / "config" / "paper.yaml")
     assert len(plan.ranking_blocks(paper, "unified_table")) == 52 and len(plan.ranking_inputs(paper)) == 52
-    assert "cd_diagram" in plan.enabled_figures(paper) and plan.RANKING in plan.figure_inputs(paper, "cd_diagram")
+    assert "cd_diagram" in plan.enabled_figures(paper) and (
+        plan.profiled(paper, plan.RANKING) in plan.figure_inputs(paper, "cd_diagram"))
 
 
 def test_a_ranking_needs_two_blocks_three_methods_an_enabled_table_and_ranked_metrics():

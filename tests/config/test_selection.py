@@ -142,7 +142,7 @@ def test_ltr_bench_plan_counts_the_grid(profile, cfg, paper):
     planned = build_plan(config, ["arf_table2"], calibration)
     rules = Counter(p.job.rule for p in planned)
     assert (rules["train"], rules["select"], rules["selection_table"]) == (runs, selects, 1)
-    text = render(planned, calibration, title="plan")
+    text = render(planned, calibration, title="plan", config=config)
     assert re.search(rf"^arf_table2 +{len(planned)} +{runs} ", text, re.M), text
     assert f"{selects} x select:" in text and f"{runs} x train:" in text
 

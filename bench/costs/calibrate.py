@@ -9,6 +9,11 @@ Progress: after each measurement one line, e.g.::
 
     calibrating 14/61 (23%), 0:42 elapsed, ETA 1:51: model_step MLP 1024-512-256, batch 16 x 200 in 2.4 s
 
+A measurement that runs longer than :data:`HEARTBEAT_S` says so every :data:`HEARTBEAT_S`
+seconds until it ends, e.g. ``calibrating 169/182: still measuring gbdt xgboost rank:ndcg,
+2:00 so far`` (a paper-scale GBDT or model measurement can take minutes; the plan is never
+silent longer than that).
+
 The ETA is the time left of every remaining measurement at :data:`PRIOR_SECONDS` (each kind's
 cost on the 2-core reference machine, idle) scaled by how the measurements so far compared
 with theirs: a loaded or faster machine corrects it as it goes.
@@ -25,6 +30,7 @@ from __future__ import annotations
 import functools
 import os
 import select
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -42,6 +48,7 @@ PRIOR_SECONDS: dict[str, float] = {
     "neural_data": 0.53, "evaluate": 1.1, "linear": 1.1, "prepare": 7.2, "gbdt": 6.6,
 }
 LOSS_BATCH = 24  # losses measured in one child (one progress line)
+HEARTBEAT_S = 30.0  # the longest silence while a measurement runs
 
 Needed = dict[str, tuple[str, dict[str, Any]]]  # entry key -> (kind, spec)
 MeasureMany = Callable[..., list[dict[str, Any]]]
@@ -93,6 +100,33 @@ class Progress:
                 f"{clock_text(self.elapsed())} elapsed, ETA {clock_text(self.eta())}: {what} in {seconds:.1f} s")
 
 
+class Heartbeat:
+    """While measurements run, one line per :data:`HEARTBEAT_S` for each that has run that long
+    (a thread: the measurements run in children or, with one worker, in this thread)."""
+
+    def __init__(self, progress: Progress, log: Callable[[str], None], every: float = HEARTBEAT_S) -> None:
+        self.progress, self.log, self.every = progress, log, every
+        self.running: dict[int, tuple[Callable[[], str], float]] = {}  # id -> (what, started on progress.clock)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="calibration-heartbeat", daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.every):
+            now = self.progress.clock()
+            for what, started in list(self.running.values()):
+                if now - started >= self.every:
+                    self.log(f"calibrating {self.progress.done}/{self.progress.total}: still measuring {what()}, "
+                             f"{clock_text(now - started)} so far")
+
+
 def clock_text(seconds: float) -> str:
     """``m:ss`` (``h:mm:ss`` from an hour).
 
@@ -115,7 +149,7 @@ def side_by_side(device: Device) -> int:
 
 def calibrate(calibration: Calibration, needed: Needed, *, log: Callable[[str], None],
               measure_many: MeasureMany | None = None, clock: Callable[[], float] = time.monotonic,
-              workers: int | None = None) -> Progress:
+              workers: int | None = None, heartbeat_s: float = HEARTBEAT_S) -> Progress:
     """Measure every needed entry on the calibration's device, saving after each batch.
 
     ``workers`` batches run side by side (default :func:`side_by_side`), each in a forked
@@ -123,7 +157,8 @@ def calibrate(calibration: Calibration, needed: Needed, *, log: Callable[[str], 
     interrupt kills them all. ``measure_many`` defaults to
     :func:`bench.costs.measure.measure_many` (tests pass a fake; with one worker it runs in
     this process). Returns the progress (measurements taken, time); an interrupt propagates
-    after the measurements under way are stopped (module docstring)."""
+    after the measurements under way are stopped (module docstring). A measurement running
+    longer than ``heartbeat_s`` says so every ``heartbeat_s`` (:class:`Heartbeat`)."""
     if measure_many is None:
         from bench.costs import measure
 
@@ -148,17 +183,23 @@ def calibrate(calibration: Calibration, needed: Needed, *, log: Callable[[str], 
         progress.advance([kind] * len(group))
         log(progress.line(describe(kind, [spec for _, spec in group]), seconds))
 
-    with Workspace() as workspace:
+    def what(kind: str, group: list[tuple[str, dict[str, Any]]]) -> Callable[[], str]:
+        return lambda: describe(kind, [spec for _, spec in group])  # only said of a long one
+
+    with Workspace() as workspace, Heartbeat(progress, log, heartbeat_s) as beat:
         try:
             while queue or running:
                 if workers == 1:  # in this process: one batch after the other
                     kind, group = queue.pop(0)
                     started = clock()
+                    beat.running[0] = (what(kind, group), started)
                     try:
                         results = measure_many(kind, [s for _, s in group], device=dev.kind, threads=dev.threads,
                                                workspace=workspace)
                     except RuntimeError as exc:
                         raise failed(kind, group, exc) from exc
+                    finally:
+                        beat.running.pop(0, None)
                     finished(kind, group, results, started)
                     continue
                 while queue and len(running) < workers:
@@ -166,11 +207,13 @@ def calibrate(calibration: Calibration, needed: Needed, *, log: Callable[[str], 
                     child = start_child(functools.partial(measure_many, kind, [s for _, s in group], device=dev.kind,
                                                           threads=dev.threads, workspace=workspace), group=True)
                     running[child.fd] = (child, kind, group, clock())
+                    beat.running[child.fd] = (what(kind, group), running[child.fd][3])
                 ready, _, _ = select.select(list(running), [], [])
                 for fd in ready:
                     child, kind, group, started = running[fd]
                     if child.read_some():
                         del running[fd]
+                        beat.running.pop(fd, None)
                         try:
                             results = child.result()
                         except RuntimeError as exc:

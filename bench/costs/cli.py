@@ -84,22 +84,30 @@ def _interrupt(signum, frame) -> None:
 
 
 def _plan(args, held: list) -> int:
+    import functools
     import json
+    import time
 
     from bench.atomic import write_json
     from bench.costs import plan as planning
     from bench.costs.model import Context
 
+    started = time.monotonic()
+    say = functools.partial(print, file=sys.stderr, flush=True)  # progress: never silent for long
+    say(f"ltr-bench plan: reading the config and listing the jobs of {' '.join(args.targets)} ...")
     config = read_config(args.configfile, args.config)
     calibration = plan_calibration(args, config)
     held.append(calibration)
     planned = planning.build_plan(config, args.targets, calibration, Context(config, calibration, exact=args.exact))
     needed = planning.missing(planned)
+    say(f"ltr-bench plan: {len(planned):,} jobs listed in {time.monotonic() - started:.0f} s; "
+        + (f"{len(needed)} measurement(s) missing" if needed else "every measurement cached")
+        + f" ({planning.device_line(calibration, config).splitlines()[0]})")
     if needed and not args.no_calibrate and not args.calibration:
         from bench.costs import calibrate, measure
 
-        print(f"calibrating {len(needed)} measurement(s) on {calibration.device.kind} "
-              f"({calibration.device.name}) into {calibration.path} ...", file=sys.stderr, flush=True)
+        say(f"calibrating {len(needed)} measurement(s) on {calibration.device.kind} "
+            f"({calibration.device.name}) into {calibration.path} ...")
         measure.preload()
         done = calibrate.calibrate(calibration, needed, log=lambda m: print(m, file=sys.stderr, flush=True))
         print(f"calibrated {done.done} measurement(s) in {calibrate.clock_text(done.elapsed())}",

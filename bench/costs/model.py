@@ -111,6 +111,7 @@ class Projection:
     note: str = ""
     unsized: str | None = None  # why there is no projection
     missing: dict[str, tuple[str, dict]] = field(default_factory=dict)  # key -> (kind, spec)
+    disk_bytes: int | None = None  # what the job leaves on disk (:func:`disk_bytes`; None: not projected)
 
     @property
     def complete(self) -> bool:
@@ -550,14 +551,55 @@ COST_MODELS: dict[str, Callable[[Context, Job], Projection]] = {
 }
 
 
+RUN_RULES = ("train", "gbdt", "linear")
+SCORE_BYTES = 4  # scores.npy: one float32 per test document
+METRIC_BYTES = 8  # metrics.parquet: at most a float64 per test query and column (it compresses below that)
+
+
+def disk_bytes(ctx: Context, job: Job) -> int | None:
+    """What a job leaves on disk, where it is more than a record: a prepared fold's arrays (exact,
+    :attr:`~bench.data.shapes.FoldShape.nbytes`) and a run's test scores and per-query metrics
+    (an upper bound: a run of the default study wrote 61,448 bytes of scores for 15,330 test
+    documents, 61,320 + the .npy header, and 30,421 bytes of metrics for 300 queries x 26 columns,
+    under the 62,400 this gives). None for a fold whose shape is unknown; 0 for the rest (records of a few kB)."""
+    if job.rule != "prepare" and job.rule not in RUN_RULES:
+        return 0
+    shape = ctx.shape(job.wildcards["dataset"], job.wildcards["fold"])
+    if shape is None:
+        return None
+    if job.rule == "prepare":
+        return shape.nbytes
+    from bench.config.run import resolve_metrics_config
+
+    test = shape.splits["test"]
+    names = resolve_metrics_config(_run_entry(ctx, job)[0]["metrics"])["names"]
+    columns = 2 * len(names) + 6  # each metric and its `:dropped` flag; dataset, fold, method, seed, query, convention
+    return test.n_docs * SCORE_BYTES + test.n_queries * columns * METRIC_BYTES
+
+
 def project(ctx: Context, job: Job) -> Projection | None:
-    """The job's projection, or None for a rule without a cost model (see :data:`COST_MODELS`)."""
+    """The job's projection, or None for a rule without a cost model (see :data:`COST_MODELS`);
+    a complete one with what the job leaves on disk (:func:`disk_bytes`)."""
     model = COST_MODELS.get(job.rule)
-    return None if model is None else model(ctx, job)
+    if model is None:
+        return None
+    proj = model(ctx, job)
+    if proj.complete:
+        proj.disk_bytes = disk_bytes(ctx, job)
+    return proj
 
 
 def gib(n_bytes: float | None) -> str:
     return "?" if n_bytes is None else f"{n_bytes / 2**30:.1f} GiB"
+
+
+def size_text(n_bytes: float) -> str:
+    """Bytes as MiB below a GiB, else GiB.
+
+    >>> size_text(52_428_800), size_text(3 * 2**30)
+    ('50 MiB', '3.0 GiB')
+    """
+    return f"{n_bytes / 2**20:.0f} MiB" if n_bytes < 2**30 else gib(n_bytes)
 
 
 def hours(seconds: float | None) -> str:
@@ -568,4 +610,5 @@ def hours(seconds: float | None) -> str:
     return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
-__all__ = ["COST_MODELS", "LOCAL_RULES", "Context", "Projection", "gib", "hours", "line", "project", "shape_spec"]
+__all__ = ["COST_MODELS", "LOCAL_RULES", "Context", "Projection", "disk_bytes", "gib", "hours", "line", "project",
+           "shape_spec", "size_text"]

@@ -18,7 +18,7 @@ from typing import Any
 from bench.config import tuning
 from bench.config.jobs import Job, target_jobs
 from bench.costs.calibration import Calibration, cpu_timed
-from bench.costs.model import Context, Projection, gib, hours, project
+from bench.costs.model import Context, Projection, gib, hours, project, size_text
 
 
 @dataclass
@@ -57,6 +57,7 @@ class Summary:
     seconds: float = 0.0
     peak_host: int = 0
     peak_gpu: int = 0
+    disk: int = 0  # bytes the projected jobs leave on disk (prepared folds, runs' scores and metrics)
     unsized: int = 0
     bound: bool = False
 
@@ -72,6 +73,7 @@ class Summary:
         self.seconds += proj.seconds or 0.0
         self.peak_host = max(self.peak_host, proj.host_bytes or 0)
         self.peak_gpu = max(self.peak_gpu, proj.gpu_bytes or 0)
+        self.disk += proj.disk_bytes or 0
         self.bound = self.bound or proj.bound
         self.steps += proj.steps
         self.rounds += proj.rounds
@@ -148,18 +150,21 @@ def render(planned: list[PlannedJob], calibration: Calibration, *, title: str, c
     dev = calibration.device
     lines = [title, device_line(calibration, config), ""]
     header = f"{'target':<22} {'jobs':>6} {'runs':>6} {'steps':>13} {'GBDT rounds':>12} {'device-hours':>13} " \
-             f"{'peak/job':>10}{' GPU/job' if dev.kind == 'cuda' else ''} {'not projected':>14}"
+             f"{'peak/job':>10}{' GPU/job' if dev.kind == 'cuda' else ''} {'disk':>9} {'not projected':>14}"
     lines += [header, "-" * len(header)]
     for s in summaries(planned):
         gpu = f" {gib(s.peak_gpu):>8}" if dev.kind == "cuda" else ""
         lines.append(f"{s.name:<22} {s.jobs:>6,} {s.runs:>6,} {s.steps:>13,} {s.rounds:>12,} "
-                     f"{device_hours(s):>13} {'unknown' if unknown(s) else gib(s.peak_host):>10}{gpu} {s.unsized:>14,}")
+                     f"{device_hours(s):>13} {'unknown' if unknown(s) else gib(s.peak_host):>10}{gpu} "
+                     f"{'unknown' if unknown(s) else size_text(s.disk):>9} {s.unsized:>14,}")
     rows = summaries(planned)
     if rows[-1].name == TUNING_ROW and rows[-2].seconds > 0:
         lines.append(f"{TUNING_ROW}: {rows[-1].seconds / rows[-2].seconds:.0%} of the device-hours (every tuned method's "
                      "configurations 2..B on the tuning fold, and the choosing steps)")
     lines += ["", "* an upper bound: early stopping (patience, GBDT early_stopping_rounds) may end runs sooner, or a "
-              "fold's shape is an estimate or a bound before it is prepared.", ""]
+              "fold's shape is an estimate or a bound before it is prepared.",
+              "disk: what the projected jobs leave under results/ (prepared folds; each run's test scores and "
+              "per-query metrics, a bound); downloads and the raw archives not included.", ""]
     projected = [p for p in planned if p.projection is not None and p.projection.complete]
     for label, key in (("longest jobs", lambda p: p.projection.seconds),
                        ("largest jobs (host memory)", lambda p: p.projection.host_bytes or 0)):
@@ -194,6 +199,7 @@ def plan_json(planned: list[PlannedJob], calibration: Calibration) -> dict[str, 
             "projected_peak_mb": None if pr is None or pr.host_bytes is None or not pr.complete
             else round(pr.host_bytes / 2**20),
             "projected_gpu_peak_mb": None if pr is None or pr.gpu_bytes is None else round(pr.gpu_bytes / 2**20),
+            "projected_disk_mb": None if pr is None or pr.disk_bytes is None else round(pr.disk_bytes / 2**20, 3),
             "work": None if pr is None else pr.work, "upper_bound": None if pr is None else pr.bound,
             "note": None if pr is None else (pr.unsized or pr.note or None)})
     dev = calibration.device

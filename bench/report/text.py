@@ -114,8 +114,8 @@ def noscript_section(found: list[Entry]) -> str:
     parts = [f'<noscript id="{NOSCRIPT_ID}"><div style="font-family:sans-serif;margin:1.5em;max-width:70em">',
              "<h1>ltr-bench report (text)</h1>",
              "<p>This page's figures and interactive views need JavaScript; every table with its full "
-             "caption and every figure's title follow as text. The files are in reports/tables/ and "
-             "reports/figures/.</p>"]
+             "caption and every figure's title follow as text. The files are in the tables/ and figures/ "
+             "folders beside this page.</p>"]
     tables = [e for e in found if e.kind == "table"]
     figures = [e for e in found if e.kind == "figure"]
     if tables:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from bench.costs import calibrate
@@ -12,6 +14,8 @@ def _needed(kinds: list[str]) -> dict:
     out = {}
     for i, kind in enumerate(kinds):
         spec = {"i": i, "loss": f"l{i}", "batch_size": 4, "list_size": 8} if kind == "loss_step" else {"i": i}
+        if kind == "gbdt":
+            spec["method"] = {"gbdt": "xgboost", "objective": "rank:ndcg"}
         out[entry_key(kind, spec)] = (kind, spec)
     return out
 
@@ -95,3 +99,26 @@ def test_a_failed_measurement_is_one_error_naming_the_batch_and_the_kept_cache(t
     assert str(info.value).startswith("measuring loss_step x1 (l1) failed: ")
     assert "bad shape (1 measurement(s) kept in " in str(info.value)
     assert [e["kind"] for e in load_calibration(cal.path).entries.values()] == ["process"]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_long_measurement_says_it_is_still_running(tmp_path, workers):
+    """Issue 42: a paper plan sat silent for 6 min 46 s at 169/182 while one measurement ran. A
+    measurement longer than the heartbeat now says so each heartbeat, in a worker or in-process;
+    the short ones do not."""
+    import time
+
+    cal = Calibration(Device("cpu", "x", 1), {}, tmp_path / "cal.json")
+    needed = _needed(["process", "gbdt"])
+
+    def measure_many(kind, specs, **kw):
+        time.sleep(0.9 if kind == "gbdt" else 0.0)
+        return [{"seconds": 1.0} for _ in specs]
+
+    lines: list[str] = []
+    calibrate.calibrate(cal, needed, log=lines.append, measure_many=measure_many, workers=workers, heartbeat_s=0.2)
+    beats = [line for line in lines if "still measuring" in line]
+    assert len(beats) >= 2 and all(re.match(r"calibrating [01]/2: still measuring gbdt .*, 0:0\d so far$", b)
+                                   for b in beats), lines
+    assert not any("still measuring process" in line for line in lines)
+    assert lines[-1].startswith("calibrating 2/2 (100%)")

@@ -266,3 +266,26 @@ def test_status_and_plan_agree_on_a_gpu_profile_on_a_machine_without_cuda(tmp_pa
     assert f"calibration: {calibration.path}" in text
     total = next(line for line in text.splitlines() if line.startswith("total"))
     assert total.endswith(model.hours(plan_total.seconds) + ("*" if plan_total.bound else ""))
+
+
+def test_the_plan_totals_the_disk_its_jobs_leave(tmp_path):
+    """Issue 42: the plan gave device-hours and memory but no disk. A prepared fold leaves its
+    arrays (exactly its shape's bytes); a run its test scores (float32 per document) and per-query
+    metrics (at most 8 bytes per value); the rest records of a few kB, counted 0."""
+    from bench.costs import plan as planning
+
+    config = load_config(*SCALE)
+    cal = _filled(config)
+    planned = planning.build_plan(config, ["pirank_table1"], cal)
+    ctx = Context(config, cal)
+    shape = ctx.shape("mslr-like", "Fold1")
+    prepare = next(p for p in planned if p.job.rule == "prepare")
+    assert prepare.projection.disk_bytes == shape.nbytes > 2 * 10**9  # the MSLR-sized fold: 2.07 GB prepared
+    run = next(p for p in planned if p.job.rule == "train")
+    test = shape.splits["test"]
+    assert test.n_docs * 4 < run.projection.disk_bytes < test.n_docs * 4 + test.n_queries * 8 * 40
+    total = planning.summaries(planned)[-1]
+    assert total.disk == sum(p.projection.disk_bytes or 0 for p in planned if p.projection and p.projection.complete)
+    text = planning.render(planned, cal, title="t", config=config)
+    row = next(line for line in text.splitlines() if line.startswith("total"))
+    assert model.size_text(total.disk) in row and "disk" in text.splitlines()[3]

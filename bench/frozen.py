@@ -17,6 +17,10 @@ file. Refreshing it is the explicit ``freeze`` target, never a side effect.
 :func:`check_frozen` is what ``compare`` runs before training anything: it refuses, naming
 what differs, when a results file fails its checksum, when the protocol differs (listing
 each differing field with both values) or when a fold's dataset fingerprint differs.
+:func:`check_reproduced` is the default study's check that its runs of the frozen methods give
+the frozen files' bits: per query identical on the freezing platform, and on any other CPU
+when both trained with pinned kernels (:mod:`bench.training.determinism`); within
+``freeze.platform_tolerance`` of the means otherwise.
 
 >>> protocol_hash({"a": 1, "b": [1, 2]}) == protocol_hash({"b": [1, 2], "a": 1})
 True
@@ -30,6 +34,7 @@ import json
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from platform import libc_ver
 from typing import Any
 
 import numpy as np
@@ -42,14 +47,18 @@ from bench.errors import FrozenMismatch, UsageError
 from bench.provenance import canonical_json, git_commit, library_versions, platform_facts, protocol_hash
 from bench.results import read_frames, read_record
 
-FORMAT = 2  # 2: the platform facts the bits depend on (bench.provenance.platform_facts)
+FORMAT = 3  # 3: platform.libc, and pinned kernels (kernels_pinned) make the CPU's facts irrelevant
 MANIFEST = "manifest.json"
 BASELINES = "baselines"
 #: what the manifest says the per-query bits depend on (measured: docs/compare.md, "What the bits depend on")
 DEPENDS_ON = ("the code (code_version), the protocol (protocol_hash), the data (dataset_fingerprints) and the "
-              "platform: CPU model and SIMD flags, torch's CPU capability, the ISA environment variables, the "
-              "computing libraries' versions and torch's thread count (platform); another platform gives other "
-              "bits that land within freeze.platform_tolerance of the means")
+              "platform: torch's CPU capability and the ISA environment variables (pinned kernels: ATen's scalar "
+              "build, MKL's COMPATIBLE branch), the C library, the computing libraries' versions, torch's thread "
+              "count and, unless the kernels are pinned, the CPU model and SIMD flags (platform); another "
+              "platform gives other bits that land within freeze.platform_tolerance of the means")
+#: platform facts that pick no kernel of a pinned run (:func:`kernels_pinned`): with pinned kernels
+#: on both sides a difference here still requires per-query identical results
+CPU_FACTS = ("cpu", "cpu_isa")
 
 
 def protocol_diff(frozen: Any, current: Any, prefix: str = "") -> list[str]:
@@ -95,8 +104,9 @@ def freeze(
     tuning: list[dict[str, Any]] | None = None,
 ) -> Path:
     """Write the frozen baselines of one dataset (one parquet per method) and the manifest;
-    ``platform`` (:func:`bench.provenance.platform_facts` of the machine that trained them) is
-    what a re-run must match to reproduce them bit for bit; ``tuning`` the tuning records
+    ``platform`` (:func:`current_platform` of the machine that trained them) is what a re-run
+    must match to reproduce them bit for bit (with pinned kernels on both sides, all but the
+    CPU's model and flags, :data:`CPU_FACTS`); ``tuning`` the tuning records
     (:mod:`bench.selection.tuning`) of the tuned baselines: the manifest keeps each one's chosen
     configuration, search space, budget and validation mean (:func:`tuning_facts`)."""
     out_dir = Path(out_dir)
@@ -277,12 +287,33 @@ def drifts(frozen: pd.DataFrame, current: pd.DataFrame, metrics: list[str]) -> l
     return out
 
 
+def current_platform(threads: int) -> dict[str, Any]:
+    """This process's platform facts (:func:`bench.provenance.platform_facts`) and its C library,
+    whose maths functions ATen's scalar kernels call."""
+    return {**platform_facts(threads), "libc": " ".join(libc_ver()).strip() or "unknown"}
+
+
+def kernels_pinned(facts: dict[str, Any] | None) -> bool:
+    """Whether runs with these platform facts computed with kernels that no CPU picks: ATen's
+    scalar build (capability DEFAULT) and MKL's COMPATIBLE branch (``MKL_CBWR``), the pinned
+    kernels of :mod:`bench.training.determinism` (each run refuses to train unless they act)."""
+    if not facts:
+        return False
+    cbwr = str((facts.get("isa_variables") or {}).get("MKL_CBWR", ""))
+    return facts.get("torch_cpu_capability") == "DEFAULT" and cbwr.split(",")[0].upper() == "COMPATIBLE"
+
+
 def platform_differences(frozen: dict[str, Any] | None, current: dict[str, Any]) -> list[str]:
     """The platform facts in which this machine differs from the one that froze the baselines
     (``["unrecorded"]`` for a manifest without them)."""
     if not frozen:
         return ["unrecorded"]
     return [key for key in sorted(set(frozen) | set(current)) if frozen.get(key) != current.get(key)]
+
+
+def pinned_both(frozen: dict[str, Any] | None, current: dict[str, Any]) -> bool:
+    """Whether the frozen runs and the current ones both computed with pinned kernels."""
+    return kernels_pinned(frozen) and kernels_pinned(current)
 
 
 def _worst(items: list[Drift], metrics: list[str]) -> str:
@@ -295,18 +326,23 @@ def _worst(items: list[Drift], metrics: list[str]) -> str:
 
 
 def verdict(found: list[Drift], metrics: list[str], *, differences: list[str],
-            tolerance: dict[str, float]) -> tuple[bool, str]:
+            tolerance: dict[str, float], ignored: list[str] | None = None) -> tuple[bool, str]:
     """``(passes, the one line)``: on the platform that froze them (no ``differences``) every
     method must be per query identical; on another platform every mean must land within
-    ``tolerance`` (per metric, absolute; a metric without an entry is reported, not judged)."""
+    ``tolerance`` (per metric, absolute; a metric without an entry is reported, not judged).
+    ``ignored``: the differences that pick no kernel (:data:`CPU_FACTS` when both sides ran
+    pinned kernels): named in the line, and identity is still required."""
     n = len(found)
     same = [d for d in found if d.identical]
+    pinned = (f" (pinned kernels; this machine differs from the freezing one only in {', '.join(ignored)}, "
+              "which pick no pinned kernel)") if ignored else ""
     if len(same) == n:
-        return True, f"frozen baselines reproduced: {n}/{n} methods, per query identical"
+        return True, f"frozen baselines reproduced: {n}/{n} methods, per query identical{pinned}"
     differ = [d for d in found if not d.identical]
     if not differences:
-        return False, (f"frozen baselines NOT reproduced on the platform they were frozen on: {len(differ)}/{n} "
-                       f"methods differ per query: {_worst(differ, metrics)}")
+        where = "with pinned kernels on another CPU" if ignored else "on the platform they were frozen on"
+        return False, (f"frozen baselines NOT reproduced {where}: {len(differ)}/{n} methods differ per query: "
+                       f"{_worst(differ, metrics)}{pinned}")
     outside = [d for d in differ if any(m in tolerance and abs(d.mean_diff[m]) > tolerance[m] for m in metrics)]
     where = f"this machine differs from the freezing one in {', '.join(differences)}"
     if outside:
@@ -339,16 +375,20 @@ def check_reproduced(frozen_dir: str | Path, per_query: pd.DataFrame, *, protoco
     if missing:
         raise FrozenMismatch(f"the current per-query results lack the frozen metrics {missing}")
     differences = platform_differences(manifest.get("platform"), platform)
+    # pinned kernels on both sides: the CPU picks none of them, so only the other facts may excuse a difference
+    ignored = [d for d in differences if d in CPU_FACTS] if pinned_both(manifest.get("platform"), platform) else []
+    binding = [d for d in differences if d not in ignored]
     try:
         found = drifts(load_frozen(frozen_dir, manifest), per_query, metrics)
     except FrozenMismatch as exc:  # other methods, folds or seeds than the frozen ones
         return {**record, "ok": False, "line": f"frozen baselines NOT reproduced: {exc}; re-freeze: "
                                                f"{refreeze_command(manifest['profile'])}"}
-    ok, line = verdict(found, metrics, differences=differences, tolerance=tolerance)
+    ok, line = verdict(found, metrics, differences=binding, tolerance=tolerance, ignored=ignored)
     if not ok:
         line += f"; if the change is intended, re-freeze: {refreeze_command(manifest['profile'])}"
     return {**record, "ok": ok, "line": line, "platform_differences": differences, "tolerance": tolerance,
-            "metrics": metrics, "methods": [asdict(d) for d in found]}
+            "pinned": pinned_both(manifest.get("platform"), platform), "metrics": metrics,
+            "methods": [asdict(d) for d in found]}
 
 
 # ----------------------------------------------------------------------------- CLI
@@ -360,7 +400,7 @@ def _cli_freeze(args) -> int:
         per_query = read_frames(args.per_query)
         records = [read_record(p) for p in args.tuning]
         freeze(per_query, args.out, profile=args.profile, dataset=args.dataset, protocol=protocol,
-               prepared_dirs=args.prepared, platform=platform_facts(args.threads), tuning=records)
+               prepared_dirs=args.prepared, platform=current_platform(args.threads), tuning=records)
     except (ValueError, FrozenMismatch) as exc:
         raise UsageError(str(exc)) from exc
     print(f"froze {per_query['method'].nunique()} baselines of {args.dataset} into {args.out}")
@@ -385,7 +425,7 @@ def _cli_reproduced(args) -> int:
         tolerance = json.loads(args.tolerance)
         record = check_reproduced(args.frozen, read_frames(args.per_query), protocol=json.loads(args.protocol),
                                   fingerprints=fold_fingerprints(args.prepared),
-                                  platform=platform_facts(args.threads), tolerance=tolerance)
+                                  platform=current_platform(args.threads), tolerance=tolerance)
     except (FrozenMismatch, json.JSONDecodeError) as exc:
         raise UsageError(str(exc)) from exc
     with atomic_path(args.out) as tmp:

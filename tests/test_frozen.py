@@ -16,6 +16,7 @@ from bench.config import plan
 from bench.config import validate as cv
 from bench.report.cli import compare_stats
 from bench.results import write_frame
+from bench.training import determinism
 
 
 def _prepared(root: Path, fold: str, fingerprint: str) -> Path:
@@ -244,16 +245,56 @@ def test_check_reproduced_records_and_the_cli_fails_naming_the_refreeze(tmp_path
     args = ["check-reproduced", "--frozen", str(out), "--per-query", str(path), "--prepared", *map(str, prepared),
             "--protocol", json.dumps(PROTOCOL), "--tolerance", json.dumps(TOLERANCE), "--threads", "1",
             "--out", str(tmp_path / "rec.json")]
-    fz_platform = fz.platform_facts
+    fz_platform = fz.current_platform
     try:
-        fz.platform_facts = lambda threads: HERE  # the machine that froze them
+        fz.current_platform = lambda threads: HERE  # the machine that froze them
         assert main(args) == 2
     finally:
-        fz.platform_facts = fz_platform
+        fz.current_platform = fz_platform
     err = capsys.readouterr().err
     assert "frozen baselines NOT reproduced on the platform they were frozen on: 1/2 methods differ" in err
     assert "snakemake --cores 2 freeze --forcerun train gbdt linear" in err
     assert json.loads((tmp_path / "rec.json").read_text())["ok"] is False
+
+
+PINNED = {**HERE, "torch_cpu_capability": "DEFAULT", "isa_variables": dict(determinism.PINNED_ENV), "libc": "glibc 2.36"}
+
+
+def test_pinned_kernels_on_both_sides_require_identity_on_another_cpu(tmp_path):
+    """Frozen and re-run with pinned kernels on CPUs that differ in model and flags only: the CPU
+    picks no kernel, so identity is required and a one-bit drift fails naming the method."""
+    frozen = _per_query(["ranknet", "listnet"])
+    out, _ = _freeze_here(tmp_path, frozen, platform=PINNED)
+    other_cpu = {**PINNED, "cpu": "y", "cpu_isa": ["avx2", "avx512f"]}
+    check = {"protocol": PROTOCOL, "fingerprints": {"Fold1": "f" * 64}, "tolerance": TOLERANCE}
+    record = fz.check_reproduced(out, frozen, platform=other_cpu, **check)
+    assert record["ok"] and record["pinned"] and record["line"] == (
+        "frozen baselines reproduced: 2/2 methods, per query identical (pinned kernels; this machine differs from "
+        "the freezing one only in cpu, cpu_isa, which pick no pinned kernel)")
+    drifted = frozen.copy()
+    drifted.loc[drifted.method == "ranknet", "ndcg@10"] += 1e-9  # far inside the tolerance
+    record = fz.check_reproduced(out, drifted, platform=other_cpu, **check)
+    assert record["ok"] is False
+    assert record["line"].startswith("frozen baselines NOT reproduced with pinned kernels on another CPU: 1/2 methods "
+                                     "differ per query: ranknet (60 of 60 rows;")
+    assert "only in cpu, cpu_isa" in record["line"] and "re-freeze: `snakemake" in record["line"]
+    # native kernels on this side (or another C library): the tolerance judges, naming the kernels
+    native = {**other_cpu, "torch_cpu_capability": "AVX2", "isa_variables": {}}
+    record = fz.check_reproduced(out, drifted, platform=native, **check)
+    assert record["ok"] and not record["pinned"]
+    assert "within the cross-platform tolerance" in record["line"]
+    assert "differs from the freezing one in cpu, cpu_isa, isa_variables, torch_cpu_capability" in record["line"]
+    record = fz.check_reproduced(out, drifted, platform={**other_cpu, "libc": "glibc 2.31"}, **check)
+    assert record["ok"] and record["pinned"] and "differs from the freezing one in libc" in record["line"]
+
+
+def test_kernels_pinned_needs_atens_scalar_build_and_mkls_compatible_branch():
+    assert fz.kernels_pinned(PINNED) and fz.kernels_pinned({**PINNED, "isa_variables": {"MKL_CBWR": "compatible,strict"}})
+    assert not fz.kernels_pinned({**PINNED, "torch_cpu_capability": "AVX2"})  # the variable came too late
+    assert not fz.kernels_pinned({**PINNED, "isa_variables": {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "AVX2"}})
+    assert not fz.kernels_pinned(None) and not fz.kernels_pinned(HERE)
+    facts = fz.current_platform(1)
+    assert facts["libc"] and facts["torch_cpu_capability"] == str(torch.backends.cpu.get_cpu_capability())
 
 
 def test_committed_baselines_match_the_default_protocol_and_record_their_platform():
@@ -267,3 +308,5 @@ def test_committed_baselines_match_the_default_protocol_and_record_their_platfor
     assert manifest["format"] == fz.FORMAT and manifest["code_version"]["git_dirty"] is False
     assert {"cpu", "cpu_isa", "torch_cpu_capability", "libraries", "torch_threads"} <= set(manifest["platform"])
     assert manifest["platform"]["torch_threads"] == cfg["threads"]
+    # frozen with pinned kernels (bench.training.determinism), so any CPU can reproduce them per query
+    assert fz.kernels_pinned(manifest["platform"]) and manifest["platform"]["isa_variables"] == determinism.PINNED_ENV

@@ -28,6 +28,7 @@ import torch
 
 from bench.errors import UsageError
 from bench.training.common import check_device
+from bench.training.determinism import check_pinned
 
 NO_CUDA = "CUDA requested but not available (torch built without CUDA or no GPU); using CPU"
 
@@ -70,7 +71,10 @@ def _set_deterministic_kernels(mode: bool, warn_only: bool) -> None:
 
 @contextlib.contextmanager
 def deterministic(device: torch.device):
-    """Deterministic kernels and a forked global RNG for the duration of a run."""
+    """Deterministic kernels and a forked global RNG for the duration of a run; a run whose
+    environment asks for pinned kernels (:mod:`bench.training.determinism`) is refused unless
+    torch and MKL compute with them."""
+    check_pinned()
     if device.type == "cuda":
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     prev = torch.are_deterministic_algorithms_enabled()

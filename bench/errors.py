@@ -46,7 +46,7 @@ class LibraryError(TrainingFailed):
 
 
 class IntegrityError(BenchError, ValueError):
-    """A result file whose bytes no longer match the digest written with it (bench.data.integrity);
+    """A result file whose bytes no longer match the digest written with it (bench.atomic.integrity);
     the message names the file and what to type to rebuild it."""
 
 

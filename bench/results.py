@@ -17,7 +17,7 @@ atomic directory (so a failed run leaves nothing behind):
   train_loss, seconds`` and one ``vali_<metric>`` column per validation metric.
 - ``run.json``: provenance, keys listed in :data:`RUN_JSON_KEYS`
   (:func:`bench.provenance.run_header` plus the trainer's device, timing and result).
-- ``digests.json``: the XXH3-128 digest of each of the four (:mod:`bench.data.integrity`). Every
+- ``digests.json``: the XXH3-128 digest of each of the four (:mod:`bench.atomic.integrity`). Every
   reader here checks the file it reads against it first: a changed byte stops the reader
   with one line naming the file and the command that rebuilds the run.
 
@@ -57,7 +57,7 @@ import numpy as np
 import pandas as pd
 
 from bench.atomic import atomic_path
-from bench.data.integrity import digests_size, verify, write_digests, write_sidecar
+from bench.atomic.integrity import digests_size, verify, write_digests, write_sidecar
 from bench.errors import UsageError
 from bench.provenance import plain
 
@@ -180,7 +180,7 @@ def _parquet_bytes(frame: pd.DataFrame) -> bytes:
 
 
 def _checked(path: Path) -> Path:
-    """``path`` once it matches its digest (:func:`bench.data.integrity.verify`); a missing file
+    """``path`` once it matches its digest (:func:`bench.atomic.integrity.verify`); a missing file
     is left to the reader's own error."""
     if path.is_file():
         verify(path)

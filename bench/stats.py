@@ -81,8 +81,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from bench.atomic.integrity import verify
 from bench.choices import CORRECTIONS, TESTS
-from bench.data.integrity import verify
 from bench.errors import UsageError
 from bench.metrics import higher_is_better as metric_direction
 from bench.metrics import is_metric_column

@@ -33,7 +33,8 @@ PACKAGE = ROOT / "bench"
 
 # top-level unit of bench -> layer; a module may import only units of a lower layer
 LAYERS: dict[str, int] = {
-    "bench": 0, "bench.errors": 0, "bench.atomic": 0, "bench.seeds": 0, "bench.provenance": 0,
+    "bench": 0, "bench.errors": 0, "bench.atomic": 0, "bench.seeds": 0,
+    "bench.provenance": 0,
     "bench.choices": 0, "bench.jobserver": 0, "bench.jit": 0, "bench.search_space": 0,
     "bench.resume": 1, "bench.cluster": 1, "bench.cluster_faults": 1,
     "bench.overhead": 1, "bench.data": 1, "bench.losses": 1, "bench.metrics": 1, "bench.models": 1,
@@ -48,7 +49,11 @@ LAYERS: dict[str, int] = {
 ERRORS = "bench.errors"  # may be imported by every module (it imports nothing of the package: checked)
 CLI_LAYER = 7  # every `<package>.cli` module: above the packages, below bench.cli
 BOTTOM_ONLY = ("bench.losses", "bench.metrics", "bench.models")
-FORBIDDEN = {"bench.report": ("bench.training", "bench.losses", "bench.perf")}
+# beyond the layers: what a unit (its `cli` module included) must not know of. Data knows no training
+# (the progress reporter every job shares is bench.atomic.progress, layer 0), the result frames no data
+# layer (their digests are bench.atomic.integrity's, layer 0), the report no training, losses or timing
+FORBIDDEN = {"bench.report": ("bench.training", "bench.losses", "bench.perf"), "bench.data": ("bench.training",),
+             "bench.results": ("bench.data",)}
 TRAINING_MAX_LINES = 60
 TRAINING_MAX_POSITIONAL = 5
 
@@ -142,7 +147,7 @@ def test_losses_metrics_and_models_import_only_the_bottom_layer():
     assert bad == []
 
 
-def test_report_imports_no_training_losses_or_perf():
+def test_no_unit_imports_what_it_must_not_know_of():
     bad = [f"{m}:{line} imports {i}" for m, t in modules().items() for banned_from, banned in FORBIDDEN.items()
            if unit(m) == banned_from for i, line in _imports(m, t) if unit(i) in banned]
     assert bad == []

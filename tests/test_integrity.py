@@ -1,4 +1,4 @@
-"""Integrity on read (bench.data.integrity, issue 21): one changed byte in any artefact a later
+"""Integrity on read (bench.atomic.integrity, issue 21): one changed byte in any artefact a later
 step trusts -- mtime kept, as bit rot or a bad copy leaves it -- stops the next reader with
 one line naming the file and what to type to rebuild it; rebuilding gives the original bytes.
 
@@ -18,9 +18,9 @@ import pandas as pd
 import pytest
 import yaml
 
+from bench.atomic.integrity import DIGESTS_FILE, digest_file, rebuild_hint, sidecar, verify
 from bench.cli import main
 from bench.data import load_prepared
-from bench.data.integrity import DIGESTS_FILE, digest_file, rebuild_hint, sidecar, verify
 from bench.data.prepared import ARRAYS, SPLITS, fingerprint
 from bench.errors import IntegrityError
 from bench.results import read_curve, read_frame, read_frames, read_metrics, read_run_info, read_scores

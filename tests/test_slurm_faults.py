@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 from test_slurm_cluster import ENV, ROOT, SLURM_MARKS, TABLE, _first_running_job, _snakemake, _tables
 
-from bench.data.integrity import DIGESTS_FILE, SIDECAR_SUFFIX, verify, verify_dir
+from bench.atomic.integrity import DIGESTS_FILE, SIDECAR_SUFFIX, verify, verify_dir
 from helpers import copy_checkout
 
 HOST = socket.gethostname().split(".")[0]

@@ -8,6 +8,10 @@ A full disk is one line naming the file (:class:`bench.errors.DiskFull`, :mod:`b
 the temporary is removed and ``path`` is left as it was.
 A writer that knows the sizes of what it writes passes them (``sizes``) and is refused before
 writing when they do not fit; :func:`write_files` writes several files all or none.
+
+Beside the writers, what every layer above may use of the files it writes and reads: the
+digests a later step checks them against (:mod:`bench.atomic.integrity`) and a job's progress
+line and record (:mod:`bench.atomic.progress`).
 """
 
 from __future__ import annotations

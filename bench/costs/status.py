@@ -2,7 +2,7 @@
 
 ``ltr-bench status`` reads only files: the jobs of the targets (:func:`bench.config.jobs.
 target_jobs`), their outputs, and for runs the progress record a running trainer rewrites
-at least once a minute (:mod:`bench.training.progress`). A job is
+at least once a minute (:mod:`bench.atomic.progress`). A job is
 
 - **done** when its output is this study's and up to date (:func:`up_to_date`), as Snakemake
   would find it: the output exists (a run: ``run.json``; a prepared fold: ``meta.json``),
@@ -141,7 +141,7 @@ class JobState:
 
 
 def job_state(job: Job, now: float, stale_s: float, *, done: bool) -> JobState:
-    from bench.training.progress import read_progress
+    from bench.atomic.progress import read_progress
 
     if done:
         wall = None

@@ -17,7 +17,7 @@ source files (hashed by prepare), default ``results/cache/source-sha256``: nothi
 next to the user's data. Errors the user can fix arrive here as :class:`bench.errors.BenchError`
 (one line from ``ltr-bench``); nothing is caught wholesale, so a bug keeps its traceback.
 ``fetch`` and ``prepare`` write a progress line at least every
-:func:`bench.training.progress.interval_seconds` (the training jobs' heartbeat, without its
+:func:`bench.atomic.progress.interval_seconds` (the training jobs' heartbeat, without its
 opening line), naming what they do: a download or a parse of a large fold runs for minutes.
 """
 
@@ -101,11 +101,11 @@ def _cmd_datasets(args) -> int:
 
 
 def _heartbeat(kind: str, label: str, phase: str):
-    """The job's progress lines (:class:`bench.training.progress.Reporter`, no record file): one
+    """The job's progress lines (:class:`bench.atomic.progress.Reporter`, no record file): one
     at least every interval while a download, an extraction or a parse runs for minutes (none
     at the start: a quick job, or one that stops at once with its one-line error, prints what it
     did before); ``log`` prints a message and makes it the phase the next lines name."""
-    from bench.training.progress import Reporter
+    from bench.atomic.progress import Reporter
 
     reporter = Reporter(None, kind=kind, unit="file", label=label, phase=phase, opening=False)
 

@@ -429,7 +429,7 @@ def prepare_fold(source: str, fold: str, out: str | os.PathLike, options: dict |
     cache_key = hashlib.sha256(json.dumps(key_obj, sort_keys=True).encode()).hexdigest()
     if not force and (out / "meta.json").exists():
         try:
-            cached = load_prepared(out)  # checks every file against its digest (bench.data.integrity)
+            cached = load_prepared(out)  # checks every file against its digest (bench.atomic.integrity)
             if cached.meta.get("cache_key") == cache_key:
                 return cached
         except IntegrityError as exc:

@@ -5,7 +5,7 @@ evaluation) imports NumPy and nothing else: the writer pulls in the numba parser
 (about 0.5 s per process, paid by every one of the study's ~100 jobs). The layout and the
 fingerprint are documented in :mod:`bench.data.prepare`.
 
-Integrity on read (:mod:`bench.data.integrity`): :func:`save_prepared` writes ``digests.json``
+Integrity on read (:mod:`bench.atomic.integrity`): :func:`save_prepared` writes ``digests.json``
 (XXH3-128 of every array file and of ``meta.json``) inside the fold's atomic directory, and
 :func:`load_prepared` checks the files a reader uses before opening them (``check``: every
 file by default; ``evaluate`` checks only the test labels, qids and offsets). A fold with a
@@ -70,7 +70,7 @@ class PreparedFold:
 
     def verify(self) -> None:
         """Recompute the fingerprint from the arrays; :class:`IntegrityError` when it differs."""
-        from bench.data.integrity import rebuild_hint
+        from bench.atomic.integrity import rebuild_hint
 
         actual = _fingerprint({s: {a: getattr(sp, a) for a in ARRAYS} for s, sp in self.splits.items()})
         if actual != self.fingerprint:
@@ -97,11 +97,11 @@ def array_files() -> list[str]:
 def load_prepared(path: str | os.PathLike, *, check: bool | tuple[str, ...] = True) -> PreparedFold:
     """Open a prepared fold (arrays memory-mapped read-only). Errors name the file at fault.
 
-    ``check``: which files to verify against ``digests.json`` first (:mod:`bench.data.integrity`):
+    ``check``: which files to verify against ``digests.json`` first (:mod:`bench.atomic.integrity`):
     ``True`` every array, a tuple of ``"<split>/<array>"`` names only those, ``False`` none;
     ``meta.json`` is checked unless ``check`` is ``False``.
     """
-    from bench.data.integrity import verify_dir
+    from bench.atomic.integrity import verify_dir
 
     path = Path(path)
     meta_path = path / "meta.json"
@@ -145,7 +145,7 @@ def save_prepared(path: str | os.PathLike, splits: dict, meta: dict) -> None:
     size is known before writing: a filesystem without room for it refuses it first
     (:class:`bench.errors.DiskFull`, with the space needed and free).
     """
-    from bench.data.integrity import digests_size, write_digests
+    from bench.atomic.integrity import digests_size, write_digests
 
     meta_text = (json.dumps(meta, indent=1, sort_keys=True, allow_nan=True) + "\n").encode("utf-8")
     names = ["meta.json", *array_files()]

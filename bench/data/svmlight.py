@@ -12,7 +12,7 @@ trailing whitespace, blank or comment-only lines, which are skipped).
 
 How it is fast: the file is memory-mapped and parsed as raw bytes by two numba kernels that
 run in parallel over line-aligned chunks (without the GIL: a job's progress heartbeat,
-:mod:`bench.training.progress`, keeps writing its lines during a long parse). Pass 1 counts the data lines of each chunk and finds
+:mod:`bench.atomic.progress`, keeps writing its lines during a long parse). Pass 1 counts the data lines of each chunk and finds
 the largest feature index (the last index of a line, since indices ascend); it only looks for
 newlines, ``#`` and NUL, 64 bytes at a time in a vectorised test. Pass 2 parses every number
 straight into the preallocated dense matrix in one forward pass per line (a token ends at

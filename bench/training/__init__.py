@@ -16,7 +16,7 @@
 - :mod:`~bench.training.sinkprop_protocol`, :mod:`~bench.training.sinkprop_run`: SinkProp's
   own protocol (Sec. 5), the run kind ``sinkprop_protocol`` (:mod:`bench.config.kinds`) that a
   run config with its section is handed to;
-- :mod:`~bench.training.progress`: a running job's progress line and record (torch-free; what
+- a running job's progress line and record: :mod:`bench.atomic.progress` (layer 0, torch-free; what
   ``ltr-bench status`` reads);
 - :mod:`~bench.training.refit`: which model a run tests (``train.checkpoint``) and the refit on
   train + validation (``train.refit``; torch-free: the run kinds' refusal, the refit's length,

@@ -71,7 +71,7 @@ def load_fold(prepared_dir: str | os.PathLike, *, method: str, seed: int) -> Run
     from bench.data import load_prepared
 
     try:
-        prepared = load_prepared(prepared_dir)  # every file checked against its digest (bench.data.integrity)
+        prepared = load_prepared(prepared_dir)  # every file checked against its digest (bench.atomic.integrity)
     except IntegrityError:
         raise  # names the file and the rebuild command already
     except (FileNotFoundError, ValueError) as exc:

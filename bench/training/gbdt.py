@@ -54,7 +54,7 @@ a split): LightGBM bins them into its datasets (``free_raw_data``) and predicts 
 split from the mapping; XGBoost (``tree_method hist``) builds ``QuantileDMatrix`` objects
 (train; vali with the training cuts) and scores the test split with ``inplace_predict``
 (:func:`_xgboost_matrices`: bit-identical to the ``DMatrix`` path, without its 8-byte-an-entry
-copy of the training features). Progress (:mod:`bench.training.progress`): a line and the
+copy of the training features). Progress (:mod:`bench.atomic.progress`): a line and the
 record at the job's start and then at least every interval, whatever runs: from our eval
 function once rounds are counted (round/total, seconds per round, elapsed, an ETA that is an
 upper bound, early stopping may end sooner, the validation metric and the best round so
@@ -83,12 +83,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bench.atomic.progress import Reporter
 from bench.errors import LibraryError, TrainingDiverged
 from bench.provenance import cpu_name, host_peak_rss_bytes
 from bench.results import training_timing
 from bench.seeds import derive_seed
 from bench.training.common import RunFold, RunOutput, check_device, evaluate_split, load_fold, log, write_result
-from bench.training.progress import Reporter
 from bench.training.refit import full_training_split, refit_record, tested_model
 
 SEEDING = "bench.seeds.derive_seed(dataset, fold, method, seed)"
@@ -178,7 +178,7 @@ class GbdtFit:
 
 
 class _RoundProgress:
-    """Progress of the boosting rounds (:mod:`bench.training.progress`): a line and the record
+    """Progress of the boosting rounds (:mod:`bench.atomic.progress`): a line and the record
     from the second round on at least every interval, from our eval function (both
     libraries call it once per round; the reporter's heartbeat fills any longer gap). The
     first round only starts the clock: its time holds

@@ -57,11 +57,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bench.atomic.progress import Reporter
 from bench.errors import TrainingDiverged
 from bench.provenance import cpu_name, host_peak_rss_bytes
 from bench.results import training_timing
 from bench.training.common import RunOutput, check_device, evaluate_split, load_fold, log, write_result
-from bench.training.progress import Reporter
 
 SEEDING = "none: the least-squares fit is deterministic"
 

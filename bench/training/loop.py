@@ -16,9 +16,9 @@ float``, every epoch's training pass through :func:`train_epoch` (timed apart fr
 validation: the run's ``train_seconds`` and ``train_docs``,
 :meth:`~bench.training.state.TrainState.training_facts`). Progress (:class:`_Progress`): a
 tqdm bar when interactive, else a line at least every
-:func:`bench.training.progress.interval_seconds` and after every validation (step, epoch,
+:func:`bench.atomic.progress.interval_seconds` and after every validation (step, epoch,
 docs/s, elapsed, ETA, the validation metric); the progress record
-(:mod:`bench.training.progress`) is rewritten with every such line in both modes. None of it
+(:mod:`bench.atomic.progress`) is rewritten with every such line in both modes. None of it
 draws a random number or touches the model, so it cannot change a run's results.
 
 Which weights score the test split (``train.checkpoint``) and the refit on train + validation
@@ -41,6 +41,7 @@ import pandas as pd
 import torch
 from torch import Tensor, nn
 
+from bench.atomic.progress import Reporter
 from bench.errors import TrainingDiverged
 from bench.models import build_model
 from bench.seeds import derive_seed
@@ -50,7 +51,6 @@ from bench.training.common import evaluate_split, log
 from bench.training.config import lr_at, tau_at
 from bench.training.device import autocast, feature_store
 from bench.training.loss import LossCall, make_loss
-from bench.training.progress import Reporter
 from bench.training.refit import full_training_split, refit_length, refit_record
 from bench.training.state import CHECKPOINT_FORMAT, Trainables, TrainState, load_checkpoint, save_checkpoint
 from bench.training.vali_curve import curve_lists, curve_row
@@ -134,7 +134,7 @@ def fit(f: Fit, *, quiet: bool, ckpt_path: Path, key: str, reporter: Reporter | 
     """Resume or start, run epochs until a budget or patience ends, score the test split.
 
     ``reporter``: the run's progress reporter, opened by the caller when the job started
-    (:class:`bench.training.progress.Reporter`: its record names the run directory to be);
+    (:class:`bench.atomic.progress.Reporter`: its record names the run directory to be);
     None: lines only, no record.
     """
     state = TrainState()
@@ -426,7 +426,7 @@ def _summary(f: Fit, tested: Fit, state: TrainState, test_frame: pd.DataFrame,
 class _Progress:
     """The run's progress: tqdm bar (interactive) or lines (``quiet``), and the record either way.
 
-    Lines and record (:mod:`bench.training.progress`) come at least every interval (counted
+    Lines and record (:mod:`bench.atomic.progress`) come at least every interval (counted
     from the process's second step: the first one warms up; the reporter's heartbeat covers
     loading, the first step, validation and the test pass, each a phase of the line) and after
     every validation. Rates are

@@ -36,13 +36,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from bench.atomic.progress import Reporter
 from bench.provenance import cpu_name, host_peak_rss_bytes
 from bench.training.common import RunFold, RunOutput, load_fold, log, write_result
 from bench.training.config import NOT_PROTOCOL
 from bench.training.device import deterministic, resolve_device, torch_threads
 from bench.training.loop import fit, setup
 from bench.training.loss import make_loss
-from bench.training.progress import Reporter
 from bench.training.state import checkpoint_key, default_checkpoint_dir
 
 SEEDING = "bench.seeds.derive_seed(dataset, fold, method, seed, purpose)"
@@ -69,7 +69,7 @@ def train_run(
     Raises :class:`bench.errors.ConfigError` for a loss that refuses its settings and
     :class:`bench.errors.TrainingDiverged` for a non-finite loss or gradient; in both cases
     ``out_dir`` is not created. While it trains, the progress record
-    ``.<out_dir name>.progress.json`` (:mod:`bench.training.progress`) sits next to
+    ``.<out_dir name>.progress.json`` (:mod:`bench.atomic.progress`) sits next to
     ``out_dir``; it is removed once ``out_dir`` is written (a failed or killed run leaves it).
     The generic loop only: which run kind trains a run config (SinkProp's own protocol, say) is
     :func:`bench.training.cli.run_job`'s choice (:mod:`bench.config.kinds`).

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from bench.atomic.progress import Reporter
 from bench.data.resample import resample_queries
 from bench.errors import TrainingDiverged
 from bench.provenance import cpu_name, host_peak_rss_bytes
@@ -40,7 +41,6 @@ from bench.training.common import RunFold, RunOutput, evaluate_split, load_fold,
 from bench.training.device import deterministic, resolve_device, torch_threads
 from bench.training.linear import best_index, predict, ridge_path, select_penalty, vali_metric
 from bench.training.loss import make_loss
-from bench.training.progress import Reporter
 from bench.training.sinkprop_protocol import (
     Annealing,
     PenaltyFit,

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench import cluster
+from bench.atomic.progress import write_progress
 from bench.config import plan
 from bench.config.jobs import Job
 from bench.config.validate import load_config
@@ -25,7 +26,6 @@ from bench.costs.calibration import (
 )
 from bench.costs.model import Context, project
 from bench.errors import UsageError
-from bench.training.progress import write_progress
 
 SCALE = ("config/paper.yaml", "config/scale.yaml")
 ROOT_CONFIG = Path(__file__).resolve().parents[2] / "config"
@@ -166,7 +166,7 @@ def test_status_of_a_half_finished_study(tmp_path, monkeypatch):
 def test_status_refuses_a_finished_run_whose_run_json_changed(tmp_path, monkeypatch):
     """run.json is read through its digest: a changed byte is one line naming the file, never
     a wall time silently taken from a damaged record."""
-    from bench.data.integrity import write_digests
+    from bench.atomic.integrity import write_digests
     from bench.errors import IntegrityError
 
     monkeypatch.chdir(tmp_path)

@@ -19,12 +19,12 @@ import torch
 import yaml
 
 from bench import losses
+from bench.atomic.progress import read_progress
 from bench.errors import ConfigError, TrainingDiverged
 from bench.results import RUN_JSON_KEYS
 from bench.training.batches import epoch_lists, split_to_tensors
 from bench.training.cli import run_job
 from bench.training.loop import EXIT_ENV, EXIT_STATUS
-from bench.training.progress import read_progress
 from bench.training.state import default_checkpoint_dir
 from helpers import TOY_METRICS, make_prepared, toy_neural_config
 

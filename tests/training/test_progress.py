@@ -18,9 +18,8 @@ import pandas as pd
 import pytest
 import torch
 
-from bench.training import gbdt, linear, loop, neural, progress
-from bench.training.cli import run_job
-from bench.training.progress import (
+from bench.atomic import progress
+from bench.atomic.progress import (
     INTERVAL_ENV,
     INTERVAL_S,
     Reporter,
@@ -29,6 +28,8 @@ from bench.training.progress import (
     read_progress,
     write_progress,
 )
+from bench.training import gbdt, linear, loop, neural
+from bench.training.cli import run_job
 from helpers import make_prepared
 
 RECORD_KEYS = {"kind", "pid", "host", "started", "updated", "unit", "done", "total", "epoch", "epochs", "elapsed_s",

@@ -1,9 +1,17 @@
 """ERR, RBP and its residual, DCG, MRR@k, MAP@k and the others against independent evaluators.
 
 Per query against trec_eval, gdeval and cwl-eval (``tests/fixtures/ir_measures/``: the
-evaluators, the measure names and the tolerances are in its README; the values were produced
-by ``scripts/ir_measures_oracle.py``), against the Yahoo! challenge's ERR worked by hand, and
-with score ties against a brute force over every order of the tied documents.
+evaluators, the measure names, the tolerances and each evaluator's order of tied scores are in
+its README; the values were produced by ``scripts/ir_measures_oracle.py``), against the Yahoo!
+challenge's ERR worked by hand, and with score ties against a brute force over every order of
+the tied documents.
+
+The fixture's queries 200-213 have tied scores. The suite breaks ties by file order
+(``ties="stable"``, docs/metrics-and-stats.md); each evaluator has its own rule (trec_eval and
+gdeval: the larger docno first; ir-measures' msmarco provider: the smaller; cwl-eval: its run
+file's line order, here the fixture's order). The test hands the suite each query's documents
+in the evaluator's order of tied scores, so that its file-order rule ranks them as the
+evaluator does, and checks that the rule matters on these queries.
 """
 
 from __future__ import annotations
@@ -23,15 +31,16 @@ FIXTURES = ROOT / "tests" / "fixtures" / "ir_measures"
 
 
 def _read_run():
-    qids, labels, scores = [], [], []
+    qids, docnos, labels, scores = [], [], [], []
     for line in (FIXTURES / "run.tsv").read_text().splitlines():
-        q, _doc, y, s = line.split("\t")
+        q, doc, y, s = line.split("\t")
         qids.append(q)
+        docnos.append(doc)
         labels.append(float(y))
         scores.append(float(s))
     starts = [0] + [i for i in range(1, len(qids)) if qids[i] != qids[i - 1]] + [len(qids)]
     assert len(set(qids)) == len(starts) - 1, "each query's documents are contiguous"
-    return [qids[i] for i in starts[:-1]], np.array(scores), np.array(labels), np.array(starts)
+    return [qids[i] for i in starts[:-1]], docnos, np.array(scores), np.array(labels), np.array(starts)
 
 
 def _suite_name(measure: str) -> tuple[str, float]:
@@ -46,8 +55,32 @@ def _suite_name(measure: str) -> tuple[str, float]:
     return name, (5e-6 + 1e-9 if base == "ERR" else 1e-12)  # gdeval prints five decimals
 
 
+# each evaluator's order of tied scores (the fixture README gives the sources)
+TIE_ORDER = {"trec_eval": "docno descending", "msmarco": "docno ascending", "gdeval": "docno descending",
+             "cwl": "file"}
+
+
+def _evaluator(measure: str) -> str:
+    base = measure.split("(")[0].split("@")[0]
+    if base == "RR" and "@" in measure:
+        return "msmarco"
+    return {"ERR": "gdeval", "RBP": "cwl", "RBP_residual": "cwl"}.get(base, "trec_eval")
+
+
+def _tool_order(docnos, scores, offsets, rule: str) -> np.ndarray:
+    """A permutation within each query: descending score, tied scores in ``rule``'s order."""
+    perm = []
+    for start, end in zip(offsets[:-1], offsets[1:]):
+        idx = list(range(start, end))
+        if rule != "file":
+            idx.sort(key=lambda i: docnos[i], reverse=rule == "docno descending")
+        idx.sort(key=lambda i: -scores[i])  # stable: tied scores keep the rule's order
+        perm += idx
+    return np.array(perm)
+
+
 def test_every_metric_equals_the_independent_evaluators_per_query():
-    qids, scores, labels, offsets = _read_run()
+    qids, docnos, scores, labels, offsets = _read_run()
     expected = defaultdict(dict)
     for line in (FIXTURES / "expected.tsv").read_text().splitlines():
         q, measure, value = line.split("\t")
@@ -55,15 +88,28 @@ def test_every_metric_equals_the_independent_evaluators_per_query():
     names = {m: _suite_name(m) for m in expected}
     assert {parse_metric(n).kind for n, _ in names.values()} == {"precision", "map", "mrr", "ndcg", "err", "rbp",
                                                                  "rbp_residual"}
-    frame = evaluate(scores, labels, offsets, sorted({n for n, _ in names.values()}), empty_query="zero")
-    checked = 0
+    metrics = sorted({n for n, _ in names.values()})
+    in_file_order = evaluate(scores, labels, offsets, metrics, empty_query="zero")
+    frames = {}
+    for rule in sorted(set(TIE_ORDER.values())):
+        perm = _tool_order(docnos, scores, offsets, rule)
+        frames[rule] = evaluate(scores[perm], labels[perm], offsets, metrics, empty_query="zero")
+    tied = [i for i, q in enumerate(qids) if q >= "200"]
+    assert len(qids) == 74 and len(tied) == 14
+    assert all(len(set(scores[offsets[i]:offsets[i + 1]])) < offsets[i + 1] - offsets[i] for i in tied)
+    checked, tie_rule_mattered = 0, defaultdict(int)
     for measure, (name, tol) in names.items():
-        got = dict(zip(qids, frame[name].to_numpy()))
+        evaluator = _evaluator(measure)
+        got = dict(zip(qids, frames[TIE_ORDER[evaluator]][name].to_numpy()))
         assert set(expected[measure]) == set(qids), measure
         worst = max(abs(got[q] - expected[measure][q]) for q in qids)
-        assert worst <= tol, (measure, name, worst)
+        assert worst <= tol, (measure, name, evaluator, worst)
         checked += len(qids)
-    assert checked == 28 * 60
+        plain = in_file_order[name].to_numpy()
+        tie_rule_mattered[evaluator] += sum(abs(plain[i] - expected[measure][qids[i]]) > tol for i in tied)
+    assert checked == 28 * 74
+    # the docno rules rank tied documents differently from the file order on these queries
+    assert tie_rule_mattered["cwl"] == 0 and min(tie_rule_mattered[e] for e in ("trec_eval", "msmarco", "gdeval")) > 0
 
 
 def test_err_equals_the_yahoo_challenge_definition_worked_by_hand():

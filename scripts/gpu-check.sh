@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU check: on a fresh GPU machine, install the suite with the README's command and measure
-# every GPU path of it in one go, each part under its own time limit (about 8 minutes in all).
+# every GPU path of it in one go, each part under its own time limit (at most 9 min 30 s in all).
 #
 #   bash scripts/gpu-check.sh [--out DIR] [--dry-run]
 #
@@ -11,13 +11,17 @@
 #                     a machine without network installs from the wheels in .whl/ (PIP_NO_INDEX,
 #                     PIP_FIND_LINKS), which scripts/gpu-wheels.sh downloads beforehand
 #   cuda_tests  (110) python -m pytest -m cuda tests/gpu: every loss on CUDA against the CPU in float64,
-#                     padding invariance, two runs bit-identical, train.amp, resume after a kill
+#                     padding invariance, two runs bit-identical, train.amp, resume after a kill, the
+#                     refit on train + validation, the soft rank's and soft sort's host round trip (PAV)
 #   perf        (165) ltr-bench perf all --device cuda: losses (NeuralNDCG B=16 L=1000 <= 5 ms), the
 #                     scaling grid L = 125..3,375, the trainer on an MSLR-sized fold (one RankNet epoch
 #                     <= 2 s), peak GPU memory; nvidia-smi sampled every 0.5 s for the utilisation
 #   xgboost     (60)  ltr-bench perf gbdt-devices: XGBoost on CUDA vs CPU on one prepared fold
 #   plan        (60)  ltr-bench plan pirank_table1 --configfile config/paper.yaml --device cuda: the
 #                     paper plan calibrated on this GPU for one table
+#   study       (100) snakemake unified_table --config device=cuda on the default profile: equal-budget
+#                     tuning end to end on the GPU (each method's configurations trained, the tune and
+#                     tuned_config steps, the chosen ones on every fold, statistics, the table)
 # A part that runs past its limit is stopped (SIGINT, then SIGKILL 10 s later) and the next one
 # starts. Everything lands in DIR (default: $OUT when set, else reports/perf/gpu-check): summary.md
 # (each part's status, seconds and GPU utilisation), gpu.md (perf all's device record and
@@ -38,15 +42,16 @@ while [ $# -gt 0 ]; do
     --dry-run) DRY=1 ;;
     --out) OUT_DIR=$2; shift ;;
     --step) STEP=$2; shift ;;  # internal: run one part (under `timeout`)
-    -h|--help) sed -n "2,32p" "$SELF"; exit 0 ;;
+    -h|--help) sed -n "2,36p" "$SELF"; exit 0 ;;
     *) echo "gpu-check: unknown option $1 (--out DIR, --dry-run)" >&2; exit 2 ;;
   esac
   shift
 done
 
-PARTS=(facts install cuda_tests perf xgboost plan)
-declare -A LIMIT=([facts]=15 [install]=60 [cuda_tests]=110 [perf]=165 [xgboost]=60 [plan]=60)
-declare -A NEEDS_CUDA=([facts]=0 [install]=0 [cuda_tests]=1 [perf]=1 [xgboost]=1 [plan]=1)
+PARTS=(facts install cuda_tests perf xgboost plan study)
+declare -A LIMIT=([facts]=15 [install]=60 [cuda_tests]=110 [perf]=165 [xgboost]=60 [plan]=60 [study]=100)
+declare -A NEEDS_CUDA=([facts]=0 [install]=0 [cuda_tests]=1 [perf]=1 [xgboost]=1 [plan]=1 [study]=1)
+STUDY_TARGET=unified_table
 PLAN_TABLE=pirank_table1
 VENV=${GPU_CHECK_VENV:-/tmp/ltr-bench-gpu-venv}
 
@@ -98,6 +103,15 @@ run_plan() {
     --calibration-dir "$WORK/calibration" --json "$WORK/plan-$PLAN_TABLE.json"
 }
 resolve_plan() { ltr-bench plan "$PLAN_TABLE" --configfile config/paper.yaml --no-calibrate | tail -3; }
+
+# in this checkout (the study's results/ and reports/ are its own), every core, the GPU shared by the jobs
+run_study() {
+  snakemake --cores "$(nproc)" "$STUDY_TARGET" --config device=cuda && \
+    cp "reports/tables/$STUDY_TARGET.md" "$WORK/$STUDY_TARGET.md" && \
+    python -c 'import json, pathlib; runs = [json.loads(p.read_text()) for p in pathlib.Path("results/runs/unified").glob("*/*/*/seed*/run.json")]; print(len(runs), "unified runs; devices", sorted({str(r.get("device")) for r in runs}))' \
+    | tee "$WORK/$STUDY_TARGET-runs.txt"
+}
+resolve_study() { snakemake -n "$STUDY_TARGET" --config device=cuda --quiet rules | grep -E "^(tune|tuned_config|train|total) "; }
 
 # ---------------------------------------------------------------- one part, under its limit
 if [ -n "$STEP" ]; then

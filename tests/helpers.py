@@ -33,6 +33,31 @@ def make_prepared(out: Path, **options) -> Path:
     return out
 
 
+def merge_train_and_vali(prepared: Path, out: Path) -> Path:
+    """A copy of the prepared fold ``prepared`` whose training split is its train + validation
+    (validation and test kept, the same meta: the same dataset and fold names, hence the same
+    seeds): the fold a refit on train + validation trains on (``train.refit``'s oracle)."""
+    import numpy as np
+
+    from bench.data import load_prepared
+    from bench.data.prepared import ARRAYS, SPLITS, fingerprint, save_prepared
+
+    fold = load_prepared(prepared)
+    arrays = {s: {a: np.asarray(getattr(fold.splits[s], a)) for a in ARRAYS} for s in SPLITS}
+    train, vali = arrays["train"], arrays["vali"]
+    arrays["train"] = {
+        "features": np.concatenate([train["features"], vali["features"]]),
+        "labels": np.concatenate([train["labels"], vali["labels"]]),
+        "qids": np.concatenate([train["qids"], vali["qids"]]),
+        "offsets": np.concatenate([train["offsets"], vali["offsets"][1:] + train["offsets"][-1]]),
+    }
+    sizes = {"n_docs": arrays["train"]["labels"].size, "n_queries": arrays["train"]["qids"].size}
+    meta = {**fold.meta, "fingerprint": fingerprint(arrays)}
+    meta["splits"] = {**meta["splits"], "train": {**meta["splits"]["train"], **sizes}}
+    save_prepared(out, arrays, meta)
+    return out
+
+
 def make_letor_fold(tmp: Path) -> Path:
     """The LETOR 4.0-format fixture (tests/fixtures/letor: CRLF, comment tails, queries without
     relevant documents, short lists) prepared under ``tmp`` as a file-based fold: train = test =

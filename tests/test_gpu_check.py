@@ -20,8 +20,8 @@ from bench.perf.train import GPU_EPOCH_GOAL_S, MSLR_TRAIN_QUERIES, gpu_epoch_tar
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "gpu-check.sh"
-PARTS = ["facts", "install", "cuda_tests", "perf", "xgboost", "plan"]
-CUDA_PARTS = {"cuda_tests", "perf", "xgboost", "plan"}
+PARTS = ["facts", "install", "cuda_tests", "perf", "xgboost", "plan", "study"]
+CUDA_PARTS = {"cuda_tests", "perf", "xgboost", "plan", "study"}
 
 
 def _temp_dir(tmp_path: Path) -> dict[str, str]:

@@ -30,7 +30,7 @@ import yaml
 
 from bench.training.cli import run_job
 from bench.training.loop import EXIT_ENV, EXIT_STATUS
-from helpers import TOY_METRICS, make_prepared, toy_neural_config
+from helpers import TOY_METRICS, make_prepared, merge_train_and_vali, toy_neural_config
 
 METRICS = TOY_METRICS
 
@@ -104,3 +104,18 @@ def test_the_cuda_generator_state_is_in_the_checkpoint(prepared, tmp_path):
     rng = state["rng"]
     assert len(rng["cuda"]) == torch.cuda.device_count() and all(s.numel() > 0 for s in rng["cuda"])
     assert rng["loss"].numel() > 0  # the loss generator lives on the GPU: its state is saved too
+
+
+def test_a_refit_on_cuda_is_a_plain_cuda_run_on_train_and_validation(prepared, tmp_path):
+    """`train.refit` on CUDA (issue 41's NeuralNDCG protocol): the refit model equals, bit for bit,
+    a plain CUDA run on a fold whose training split is train + validation (the CPU oracle of
+    tests/training/test_refit.py, here with CUDA's deterministic kernels), and not the first fit."""
+    merged = merge_train_and_vali(prepared, tmp_path / "merged" / "toy" / "fold1")
+    runs = {name: run_job(toy_neural_config("softmax", checkpoint="last", **extra), fold, tmp_path / name,
+                          method="ranknet", seed=0, device="cuda", quiet=True)
+            for name, fold, extra in (("refit", prepared, {"refit": True}), ("plain", prepared, {}),
+                                      ("direct", merged, {}))}
+    scores = {name: np.load(run / "scores.npy").tobytes() for name, run in runs.items()}
+    assert scores["refit"] == scores["direct"] != scores["plain"]
+    info = json.loads((runs["refit"] / "run.json").read_text())
+    assert info["device"] == "cuda" and info["result"]["refit"]["epochs"] == info["result"]["tested_epoch"]

@@ -20,14 +20,13 @@ import torch
 from bench.config.settings import resolve_gbdt, resolve_neural
 from bench.config.validate import validate_config
 from bench.data import load_prepared
-from bench.data.prepared import ARRAYS, SPLITS, fingerprint, save_prepared
 from bench.errors import ConfigError
 from bench.training.batches import score_lists
 from bench.training.cli import run_job
 from bench.training.loop import setup
 from bench.training.loss import make_loss
 from bench.training.state import default_checkpoint_dir
-from helpers import make_prepared, toy_neural_config
+from helpers import make_prepared, merge_train_and_vali, toy_neural_config
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/training/conftest.py
 
@@ -39,23 +38,8 @@ def prepared(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def merged(prepared, tmp_path_factory) -> Path:
-    """The toy fold with train + validation as its training split (validation and test kept,
-    same meta: the same dataset and fold names, hence the same seeds)."""
-    fold = load_prepared(prepared)
-    arrays = {s: {a: np.asarray(getattr(fold.splits[s], a)) for a in ARRAYS} for s in SPLITS}
-    train, vali = arrays["train"], arrays["vali"]
-    arrays["train"] = {
-        "features": np.concatenate([train["features"], vali["features"]]),
-        "labels": np.concatenate([train["labels"], vali["labels"]]),
-        "qids": np.concatenate([train["qids"], vali["qids"]]),
-        "offsets": np.concatenate([train["offsets"], vali["offsets"][1:] + train["offsets"][-1]]),
-    }
-    out = tmp_path_factory.mktemp("merged") / "toy" / "fold1"
-    sizes = {"n_docs": arrays["train"]["labels"].size, "n_queries": arrays["train"]["qids"].size}
-    meta = {**fold.meta, "fingerprint": fingerprint(arrays)}
-    meta["splits"] = {**meta["splits"], "train": {**meta["splits"]["train"], **sizes}}
-    save_prepared(out, arrays, meta)
-    return out
+    """The toy fold with train + validation as its training split (tests/helpers.py)."""
+    return merge_train_and_vali(prepared, tmp_path_factory.mktemp("merged") / "toy" / "fold1")
 
 
 def _run(prepared: Path, out: Path, method: str = "ranknet", **train) -> tuple[Path, dict]:

@@ -53,8 +53,9 @@ vector-Jacobian products are therefore per-block means or weighted sums, :math:`
 
 The softmax weights are computed shifted (:math:`p_k = e^{s_k - \mathrm{LSE}(s_B)} \le 1`), so
 the KL gradient stays finite where the unshifted form overflows (at :math:`\theta = (1, 0)`,
-:math:`\varepsilon = 0.01` torchsort 0.1.10's KL gradient is NaN; here it is the exact 0 of two
-singleton blocks).
+:math:`\varepsilon = 0.01`, float32, torchsort 0.1.10's KL soft-rank gradient is not finite: NaN
+for its ascending ranks of :math:`\theta`, inf for those of :math:`-\theta`; here it is the exact
+0 of two singleton blocks).
 
 How it is computed here: one numba kernel (:func:`_forward`) does the whole forward of every
 list of the batch (the loop over lists is compiled, not Python), on the CPU in float64

@@ -9,6 +9,8 @@ names losses), so nothing here imports a suite until it runs:
 * ``train`` (:mod:`bench.perf.train`): the real trainer's docs/s against the bare step, float32 and bfloat16;
 * ``parse`` and ``metrics`` (:mod:`bench.perf.data`): SVMlight parsing vs scikit-learn,
   prepared-cache reload, all metrics on an MSLR-sized fold vs a per-query loop;
+* ``soft-ops`` (:mod:`bench.perf.soft_ops`): the fast soft rank / soft sort against torchsort
+  (the optional extra ``perf-peers``) in one process, or ours alone without it;
 * ``study`` (:mod:`bench.perf.study`): slowest Snakemake jobs from their benchmark files;
 * process memory and forked measurements (:mod:`bench.perf.process`, not a suite, torch-free):
   also what the calibration of ``ltr-bench plan`` (:mod:`bench.costs.measure`) times with;

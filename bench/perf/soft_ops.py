@@ -43,6 +43,7 @@ Targets (issue 43): ratio <= 1 at every length, ratio <= 0.8 at ``n >= 1000``.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import statistics
 import time
 from collections.abc import Callable
@@ -75,6 +76,25 @@ GOAL_LONG = 0.8  # ours / torchsort at n >= LONG
 LONG = 1000
 OPS = ("rank", "sort")
 REGULARIZATIONS = ("l2", "kl")
+
+
+def cpu_model() -> str:
+    """The CPU's model name from ``/proc/cpuinfo`` (what ``lscpu`` prints), ``unknown`` elsewhere."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
+def peer_version() -> str:
+    try:
+        return importlib.metadata.version("torchsort")
+    except importlib.metadata.PackageNotFoundError:
+        return "(version unknown)"
 
 
 def torchsort_module() -> Any | None:
@@ -182,7 +202,7 @@ def report_soft_ops(args: argparse.Namespace) -> SuiteResult:
     if args.batch < 1 or args.rounds < 1 or not args.epsilon > 0:
         raise UsageError("--batch and --rounds must be >= 1 and --epsilon > 0")
     ts = torchsort_module()
-    note = (f"torchsort {getattr(ts, '__version__', '(version unknown)')} is installed: timed side by side"
+    note = (f"torchsort {getattr(ts, '__version__', None) or peer_version()} is installed: timed side by side"
             if ts is not None else
             "torchsort is not installed (pip install -e .[perf-peers]): timing ours alone")
     print(note, flush=True)
@@ -226,7 +246,7 @@ def report_soft_ops(args: argparse.Namespace) -> SuiteResult:
     header = [
         "# Soft rank and soft sort: ours against torchsort",
         "",
-        f"{now_utc()}; {machine_line(torch.device('cpu'))} (1 during the timings); load average "
+        f"{now_utc()}; {machine_line(torch.device('cpu'))} (1 during the timings); CPU {cpu_model()}; load average "
         f"{load_before} at the start, {loadavg()} at the end.",
         "",
         note + ".",

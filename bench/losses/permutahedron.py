@@ -405,25 +405,36 @@ def isotonic_blocks(first: Tensor, second: Tensor | None, lengths: Tensor) -> Te
     return torch.from_numpy(blocks).to(first.device)
 
 
+def _host(x: Tensor, dtype: torch.dtype) -> np.ndarray:
+    """``x`` as a C-contiguous host array of ``dtype`` (no copy when it already is one)."""
+    if x.device.type != "cpu" or x.dtype != dtype:
+        x = x.to("cpu", dtype)
+    return (x if x.is_contiguous() else x.contiguous()).numpy()
+
+
+def _back(out: np.ndarray, like: Tensor | tuple[torch.device, torch.dtype]) -> Tensor:
+    """``out`` as a tensor on ``like``'s device and of its dtype."""
+    device, dtype = (like.device, like.dtype) if isinstance(like, Tensor) else like
+    result = torch.from_numpy(out)
+    return result if device.type == "cpu" and result.dtype == dtype else result.to(device, dtype)
+
+
 class _Projection(torch.autograd.Function):
     """:func:`_forward` and :func:`_backward` as one autograd node over ``[N, L]`` rows."""
 
     @staticmethod
     def forward(ctx, theta: Tensor, mask: Tensor, epsilon: float, rank: bool, kl: bool) -> Tensor:  # type: ignore[override]
         work = theta.dtype if theta.dtype in (torch.float32, torch.float64) else torch.float32
-        x = theta.detach().to("cpu", work).contiguous().numpy()
-        m = mask.to("cpu").contiguous().numpy()
-        out, *ctx.state = _forward(x, m, float(epsilon), rank, kl)
-        ctx.config = (float(epsilon), rank, kl, work, theta.dtype, theta.device)
-        return torch.from_numpy(out).to(theta.device, theta.dtype)
+        out, *ctx.state = _forward(_host(theta.detach(), work), _host(mask, torch.bool), epsilon, rank, kl)
+        ctx.config = (epsilon, rank, kl, work, theta.device, theta.dtype)
+        return _back(out, theta)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad: Tensor) -> tuple[Tensor, None, None, None, None]:  # type: ignore[override]
-        epsilon, rank, kl, work, dtype, device = ctx.config
-        g = grad.to("cpu", work).contiguous().numpy()
-        out = _backward(g, *ctx.state, epsilon, rank, kl)
-        return torch.from_numpy(out).to(device, dtype), None, None, None, None
+        epsilon, rank, kl, work, device, dtype = ctx.config
+        out = _backward(_host(grad, work), *ctx.state, epsilon, rank, kl)
+        return _back(out, (device, dtype)), None, None, None, None
 
 
 def _check(scores: Tensor, mask: Tensor, epsilon: float, regularization: str) -> None:
@@ -443,7 +454,9 @@ def _rows(x: Tensor) -> Tensor:
 
 def _project(scores: Tensor, mask: Tensor, epsilon: float, regularization: str, rank: bool) -> Tensor:
     _check(scores, mask, epsilon, regularization)
-    out = _Projection.apply(_rows(scores), _rows(mask), epsilon, rank, regularization == "kl")
+    if scores.dim() == 2:  # the common case: no reshapes (a few microseconds each)
+        return _Projection.apply(scores, mask, float(epsilon), rank, regularization == "kl")
+    out = _Projection.apply(_rows(scores), _rows(mask), float(epsilon), rank, regularization == "kl")
     return out.reshape(scores.shape)
 
 

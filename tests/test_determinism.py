@@ -121,3 +121,20 @@ def test_pinned_training_is_bit_identical_whatever_the_cpu_offers_outside_the_pi
     assert not native["kernels"]["pinned"] and native["kernels"]["aten"] == NATIVE
     for method, digest in pinned["digests"].items():
         assert native["digests"][method] != digest, method
+
+
+def test_the_workflow_pins_the_frozen_methods_runs_and_the_compare_runs_only():
+    from bench.config import plan
+    from bench.config import validate as cv
+
+    cfg = cv.load_config()
+    protocol, dataset = cfg["freeze"]["protocol"], plan.freeze_datasets(cfg)[0]
+    frozen = plan.freeze_methods(cfg)[0]
+    other = next(m for m in cfg["methods"] if m not in plan.freeze_methods(cfg))
+    # a frozen method's every tuning configuration and its chosen one's runs: the choice is part of the baseline
+    for name in (frozen, f"{frozen}+cfg2", f"{frozen}+tuned"):
+        assert determinism.trains_pinned(cfg, protocol, dataset, name), name
+    assert determinism.trains_pinned(cfg, plan.COMPARE_EXPERIMENT, dataset, "any_new_loss")
+    assert not determinism.trains_pinned(cfg, protocol, dataset, other)
+    assert not determinism.trains_pinned(cfg, next(p for p in cfg["protocols"] if p != protocol), dataset, frozen)
+    assert not determinism.trains_pinned(cfg, protocol, "not-a-frozen-dataset", frozen)

@@ -27,3 +27,6 @@ rule all:
         plan.report_file(config),
         reproduction_outputs(),  # the frozen baselines, re-run by this study, checked
     default_target: True
+
+
+sign_rule_functions()  # after the last rule (workflows/common.smk)

@@ -21,16 +21,27 @@ def _slurm_account(wildcards):
     return ""
 
 
+_SIZED = {}  # a job's request while Snakemake evaluates its resources: mem_mb and runtime from one projection
+
+
 def _sized(name, what):
     """The job's `what` (mem_mb or runtime) from its projected cost (bench/costs/sizing.py); a
     cluster run stops before submitting a job it cannot size."""
 
     def request(wildcards, attempt):
         strict = workflow.is_main_process and not workflow.local_exec and not workflow.dryrun
-        try:
-            return _sizing.request(config, name, dict(wildcards.items()), attempt, strict=strict)[what]
-        except ConfigError as exc:
-            raise WorkflowError(str(exc)) from None
+        key = (name, tuple(wildcards.items()), attempt, strict)
+        # the other resource's projection of this very evaluation, used once: a later evaluation of
+        # the job projects again (a fold's shape is exact once it is prepared)
+        sized, served = _SIZED.pop(key, (None, ()))
+        if sized is None or what in served:
+            try:
+                sized, served = _sizing.request(config, name, dict(wildcards.items()), attempt, strict=strict), ()
+            except ConfigError as exc:
+                raise WorkflowError(str(exc)) from None
+        if not served:
+            _SIZED[key] = (sized, (what,))
+        return sized[what]
 
     return request
 

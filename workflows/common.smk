@@ -1,12 +1,15 @@
 # Shared helpers of the workflow: config validation, the file layout, and one thin wrapper per
 # planning decision. Every decision lives in bench.config.plan (unit-tested in tests/config/);
 # here wildcards are mapped to it and its answers written as JSON for the CLI.
+import inspect
 import json
 import os
 import re
 import sys
 from pathlib import Path
 
+from snakemake.common import overwrite_function_params
+from snakemake.resources import Resource
 from snakemake.utils import min_version
 
 from bench.config import kinds, plan
@@ -35,21 +38,31 @@ GPU = 1 if config["gpu"] else 0
 report: "report/workflow.rst"
 
 
+# the config is fixed from here on: each planning question is answered once per run
+# (bench.config.plan.fix), and so is each call below (_planned), for every job that asks it again
+plan.fix(config)
+_ANSWERS = {}
+
+
 def _planned(fn):
-    """``fn(config, ...)`` of bench.config.plan; its ConfigError becomes a WorkflowError."""
+    """``fn(config, ...)`` of bench.config.plan, remembered per arguments; its ConfigError
+    becomes a WorkflowError. A list comes back as a copy (Snakemake may keep what it is given)."""
 
     def call(*args):
+        key = (fn, *(tuple(a) if isinstance(a, list) else a for a in args))
         try:
-            return fn(config, *args)
-        except ConfigError as exc:
-            raise WorkflowError(str(exc)) from None
+            value = _ANSWERS[key]
+        except KeyError:
+            try:
+                value = _ANSWERS[key] = fn(config, *args)
+            except ConfigError as exc:
+                raise WorkflowError(str(exc)) from None
+        return list(value) if isinstance(value, list) else value
 
     return call
 
 
-def _alternatives(names):
-    """A regex matching exactly one of ``names`` (wildcard constraint)."""
-    return "(?:" + "|".join(re.escape(n) for n in names) + ")" if names else "(?!)"
+_alternatives = plan.one_of  # a wildcard constraint: exactly one of the names
 
 
 _sorted_json = lambda obj: json.dumps(obj, sort_keys=True)
@@ -162,3 +175,25 @@ def table_labels(fmt):
         return {"table": spec.get("title", wildcards.table), "target": wildcards.table, "format": fmt}
 
     return labels
+
+
+def _sign(func):
+    """Record ``func``'s parameters on it once (Snakemake's own ``overwrite_function_params``)."""
+    if callable(func) and not hasattr(func, "_overwrite_params"):
+        try:
+            overwrite_function_params(func, inspect.signature(func).parameters)
+        except (AttributeError, TypeError, ValueError):  # a builtin, a bound method: Snakemake inspects it
+            pass
+
+
+def sign_rule_functions():
+    """Every function the rules call per job (input functions, params, resources), its parameters
+    read once: Snakemake otherwise runs inspect.signature on each call for each job (9% of a
+    paper-profile dry run's profile). The Snakefile calls this after its last rule."""
+    _sign(Resource.evaluate)  # how Snakemake calls every resource of every job (a bound method reads its function's)
+    for each in workflow.rules:
+        items = [*each.input, *each.params, *(r._evaluator for r in (each.resources or {}).values())]
+        for item in items:
+            _sign(item)
+            _sign(getattr(item, "callable", None))
+            _sign(getattr(getattr(item, "_file", None), "callable", None))

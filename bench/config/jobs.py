@@ -305,7 +305,7 @@ def expand_targets(config: dict[str, Any], targets: list[str]) -> list[str]:
 def target_jobs(config: dict[str, Any], targets: list[str]) -> list[Job]:
     """Every job the ``targets`` need (see the module docstring), each once."""
     jobs = _Jobs(config)
-    with jobs.upstream() as before:
+    with plan.fixed(config), jobs.upstream() as before:  # each planning question answered once
         for target in expand_targets(config, targets):
             jobs.target = target
             if target in plan.TABLES:

@@ -27,9 +27,11 @@ import copy
 import dataclasses
 import functools
 import json
-from collections.abc import Callable, Iterable
+import re
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from bench import search_space
 from bench.choices import DATASET_CONVENTION
@@ -82,6 +84,82 @@ FIGURES += ("cd_diagram",)  # issue 40: the critical-difference diagram of ranki
 OWN_FIGURES: tuple[str, ...] = ("quality_cost_figure", "cd_diagram")
 
 
+# ----------------------------------------------------------------------------- a fixed config's answers, once
+
+#: id(config) -> (the config, its memo): the configs declared fixed (:func:`fix`)
+_FIXED: dict[int, tuple[dict[str, Any], dict[tuple, Any]]] = {}
+_Planner = TypeVar("_Planner", bound=Callable[..., Any])
+
+
+def fix(config: dict[str, Any]) -> dict[str, Any]:
+    """Declare that ``config`` will not change any more: the planning functions marked
+    :func:`_memo` then answer each question about it once. The workflow (``workflows/common.smk``)
+    fixes its config for the whole run: it asks the same questions for thousands of jobs (every
+    run of an evaluation asks for the evaluation). The answers are shared, so no caller may modify
+    one (none does: they read, copy or dump them)."""
+    _FIXED.setdefault(id(config), (config, {}))
+    return config
+
+
+@contextmanager
+def fixed(config: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """:func:`fix` within the block only (:mod:`bench.config.jobs` while it lists a target's jobs)."""
+    owner = id(config) not in _FIXED
+    fix(config)
+    try:
+        yield config
+    finally:
+        if owner:
+            _FIXED.pop(id(config), None)
+
+
+def _memo(fn: _Planner) -> _Planner:
+    """``fn(config, *args)`` remembered per fixed config (:func:`fix`) and positional ``args``;
+    any other config is planned afresh (tests build configs and change them)."""
+
+    @functools.wraps(fn)
+    def cached(config: dict[str, Any], *args: Any) -> Any:
+        entry = _FIXED.get(id(config))
+        if entry is None or entry[0] is not config:
+            return fn(config, *args)
+        key = (fn.__name__, *args)
+        try:
+            return entry[1][key]
+        except KeyError:
+            value = entry[1][key] = fn(config, *args)
+            return value
+        except TypeError:  # an unhashable argument (a list of datasets): asked rarely
+            return fn(config, *args)
+
+    return cast(_Planner, cached)
+
+
+def one_of(names: Iterable[str]) -> str:
+    """A regex matching exactly one of ``names`` (a workflow's wildcard constraint), as a prefix
+    tree: the paper profile's 680 training methods as a flat alternation are 13 kB of regex that
+    Snakemake substitutes into, and matches against, every run's paths; as a tree 3 kB, and a
+    match follows one branch instead of trying each name.
+
+    >>> one_of(["arf", "arf_relax", "ranknet"]), one_of([])
+    ('(?:arf(?:_relax)?|ranknet)', '(?!)')
+    """
+    trie: dict[str, dict] = {}
+    for name in names:
+        node = trie
+        for char in name:
+            node = node.setdefault(char, {})
+        node[""] = {}  # a name ends here
+
+    def regex(node: dict[str, dict]) -> str:
+        branches = [re.escape(char) + regex(child) for char, child in sorted(node.items()) if char]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        return f"(?:{body})?" if "" in node else body
+
+    return regex(trie) if trie else "(?!)"
+
+
 # ----------------------------------------------------------------------------- methods and roles
 
 
@@ -108,6 +186,7 @@ def enabled_datasets(config: dict[str, Any]) -> list[str]:
     return [name for name, spec in config["datasets"].items() if spec.get("enabled", True)]
 
 
+@_memo
 def table_datasets(config: dict[str, Any], table: str) -> list[str]:
     """Configured datasets of a table, in order, roles resolved, duplicates dropped."""
     spec = config["tables"][table]
@@ -143,6 +222,7 @@ def table_folds(config: dict[str, Any], table: str, dataset: str) -> list[str]:
     return list(spec.get("folds") or config["datasets"][dataset]["folds"])
 
 
+@_memo
 def enabled_tables(config: dict[str, Any]) -> list[str]:
     return [t for t in TABLES if t in config.get("tables", {}) and config["tables"][t].get("enabled", True)]
 
@@ -182,6 +262,7 @@ def compare_methods(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
+@_memo
 def method_spec(config: dict[str, Any], experiment: str, method: str) -> dict[str, Any]:
     """A method's spec; under the ``compare`` experiment also the user's new losses, under the
     recall heatmap's protocol also the models it trains per (m, k) (:func:`heatmap_methods`), and
@@ -400,6 +481,7 @@ TABLE_FORMATS = ("md", "tex", "html")
 FIGURE_FORMATS = ("png", "pdf")
 
 
+@_memo
 def all_methods(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Every method a run can name: the config's methods, the compared new losses, the
     recall heatmap's models per (m, k), the grid points of hyperparameter selection and the
@@ -542,6 +624,7 @@ class Evaluation:
         return list(seeds.items())
 
 
+@_memo
 def evaluation(config: dict[str, Any], name: str, dataset: str) -> Evaluation:
     """The runs (experiment, methods, seeds, folds) and metrics of evaluation ``name`` on ``dataset``.
 
@@ -615,6 +698,7 @@ def dataset_convention(config: dict[str, Any], dataset: str) -> str:
     return entry.convention if entry is not None else "default"
 
 
+@_memo
 def evaluation_convention(config: dict[str, Any], name: str, dataset: str) -> str:
     """The convention evaluation ``name`` (a table, the recall heatmap, freeze, compare) grades
     ``dataset``'s test split by: ``evaluation.convention`` when it names one (it forces every
@@ -632,6 +716,7 @@ def evaluation_convention(config: dict[str, Any], name: str, dataset: str) -> st
     return dataset_convention(config, dataset)
 
 
+@_memo
 def protocol_readers(config: dict[str, Any], protocol: str, dataset: str) -> list[str]:
     """The enabled tables (and the recall heatmap) that read ``protocol``'s runs on ``dataset``."""
     out = [t for t in enabled_tables(config)
@@ -643,6 +728,7 @@ def protocol_readers(config: dict[str, Any], protocol: str, dataset: str) -> lis
     return out
 
 
+@_memo
 def protocol_convention(config: dict[str, Any], protocol: str, dataset: str) -> str:
     """The convention a run of ``protocol`` on ``dataset`` grades its validation split by: early
     stopping, the tested checkpoint, selection, tuning and the recorded validation curves.
@@ -1032,6 +1118,7 @@ def heatmap_protocol(config: dict[str, Any]) -> str | None:
     return None if spec is None else spec["protocol"]
 
 
+@_memo
 def heatmap_methods(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Every model the recall heatmap trains per (m, k), as a method entry (none when it is off)."""
     spec = _heatmap_section(config)
@@ -1056,6 +1143,7 @@ def _selection(config: dict[str, Any], protocol: str, dataset: str, method: str)
         or schema.defaults("train")["early_stopping_metric"]
 
 
+@_memo
 def heatmap_rows(config: dict[str, Any], dataset: str) -> list[tuple[heatmap.Row, str]]:
     """Every row of the heatmap on ``dataset`` with the method whose runs train it: the catalogue
     method itself when it is that model (same cut-offs and selection metric: the run the ARF
@@ -1292,6 +1380,7 @@ def selection_point_spec(config: dict[str, Any], table: str, point: selection.Po
     return selection.point_spec(entry, point, metric, method_kind(entry))
 
 
+@_memo
 def selection_methods(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Every grid point of an enabled table, by name, as a method entry."""
     return {p.name: selection_point_spec(config, table, p)
@@ -1316,6 +1405,7 @@ def effective_entry(config: dict[str, Any], protocol: str, dataset: str, spec: d
     return out
 
 
+@_memo
 def selection_candidates(config: dict[str, Any], table: str,
                          dataset: str) -> dict[str, list[tuple[selection.Point, str]]]:
     """Per selected method of ``table``: each grid point with the method whose runs train it on
@@ -1367,6 +1457,7 @@ def _entry_value(entry: dict[str, Any], path: str) -> Any:
     return value
 
 
+@_memo
 def paper_point_rows(config: dict[str, Any], table: str) -> dict[str, dict[str, tuple[selection.Point, str]]]:
     """Per selected method of ``table`` whose ``paper`` entry names the values its paper chose: on
     each dataset, the grid point at those values (every other grid key at the method's own value
@@ -1397,6 +1488,7 @@ def paper_point_rows(config: dict[str, Any], table: str) -> dict[str, dict[str, 
     return out
 
 
+@_memo
 def protocol_methods(config: dict[str, Any], protocol: str) -> set[str]:
     """The catalogue methods the enabled tables and figures train under ``protocol`` (a figure
     with a ``protocol`` and ``methods``: the temperature, annealing and heatmap figures)."""
@@ -1568,6 +1660,7 @@ def tuning_protocol(config: dict[str, Any], dataset: str) -> dict[str, Any]:
             "space": copy.deepcopy(sec.get("space") or {})}
 
 
+@_memo
 def _tuning_candidates(config: dict[str, Any], experiment: str) -> list[str]:
     """The methods ``experiment`` would tune if they have something to (:func:`tuned_entries`)."""
     protocol = experiment_protocol(config, experiment)
@@ -1584,6 +1677,7 @@ def _tuning_candidates(config: dict[str, Any], experiment: str) -> list[str]:
     return [m for m in _dedupe(names) if m not in sectioned]
 
 
+@_memo
 def tuned_entry(config: dict[str, Any], experiment: str, method: str) -> tuple[dict[str, Any], str] | None:
     """``(entry, config key)`` of ``method`` when ``experiment`` tunes it (:func:`tuned_entries`), else None."""
     if method not in _tuning_candidates(config, experiment):
@@ -1598,6 +1692,7 @@ def tuned_entry(config: dict[str, Any], experiment: str, method: str) -> tuple[d
     return (entry, where) if len(tuning_configurations(config, method, entry, where)) > 1 else None
 
 
+@_memo
 def tuned_entries(config: dict[str, Any], experiment: str) -> dict[str, tuple[dict[str, Any], str]]:
     """The methods ``experiment`` tunes, each with its entry and config key: under a tuned
     protocol, the methods its enabled tables and the frozen baselines train (not those a protocol
@@ -1631,6 +1726,7 @@ def _tuned(config: dict[str, Any], ev: Evaluation, dataset: str) -> Evaluation:
                                tuning_seeds=tuning_seeds(config, experiment_protocol(config, ev.experiment)))
 
 
+@_memo
 def tuning_methods(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Every run name tuning adds, as a method entry: each tuned method's configurations 2..B
     (``<method>+cfg<i>``) and its chosen configuration's runs (``<method>+tuned``, the method's

@@ -13,6 +13,7 @@ from snakemake.resources import Resource
 from snakemake.utils import min_version
 
 from bench.config import kinds, plan
+from bench.training import determinism
 from bench.config.validate import validate_config
 from bench.errors import ConfigError
 
@@ -197,3 +198,10 @@ def sign_rule_functions():
             _sign(item)
             _sign(getattr(item, "callable", None))
             _sign(getattr(getattr(item, "_file", None), "callable", None))
+
+
+def kernel_env(wildcards):
+    """The pinned kernels' variables for the frozen methods' runs and the compare runs, else
+    nothing (bench.training.determinism; docs/compare.md, "Pinned kernels")."""
+    pinned = determinism.trains_pinned(config, wildcards.experiment, wildcards.dataset, wildcards.method)
+    return determinism.env_assignments() if pinned else ""

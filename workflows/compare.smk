@@ -19,6 +19,7 @@ rule freeze_dataset:
         protocol=lambda w: study_protocol_json(w.dataset),
         out_dir=lambda w, output: os.path.dirname(output.manifest),
         threads=config["threads"],
+        kernels=determinism.env_assignments(),
     log:
         "results/logs/freeze/{profile}/{dataset}.log",
     group: cluster_group("freeze_dataset")
@@ -27,7 +28,7 @@ rule freeze_dataset:
     conda:
         "../environment.yml"
     shell:
-        "ltr-bench freeze --per-query {input.per_query} --prepared {input.prepared} --protocol {params.protocol:q} "
+        "{params.kernels} ltr-bench freeze --per-query {input.per_query} --prepared {input.prepared} --protocol {params.protocol:q} "
         "--profile {wildcards.profile} --dataset {wildcards.dataset} --out {params.out_dir} --threads {params.threads} "
         "--tuning {input.tuning} > {log} 2>&1"
 
@@ -63,6 +64,7 @@ rule check_reproduced:
         protocol=lambda w: study_protocol_json(w.dataset),
         tolerance=lambda w: _sorted_json(config["freeze"]["platform_tolerance"]),
         threads=config["threads"],
+        kernels=determinism.env_assignments(),
     log:
         "results/logs/compare/{dataset}/reproduced.log",
     group: cluster_group("check_reproduced")
@@ -71,7 +73,7 @@ rule check_reproduced:
     conda:
         "../environment.yml"
     shell:
-        "ltr-bench check-reproduced --frozen {params.frozen} --per-query {input.per_query} --prepared {input.prepared} "
+        "{params.kernels} ltr-bench check-reproduced --frozen {params.frozen} --per-query {input.per_query} --prepared {input.prepared} "
         "--protocol {params.protocol:q} --tolerance {params.tolerance:q} --threads {params.threads} --out {output} "
         "2>&1 | tee {log}"
 
@@ -93,6 +95,8 @@ rule compare_table:
         ledger=lambda w: f"results/compare/{w.dataset}/losses",
         # read when the default study has written it; never an input (that would train every baseline)
         reproduced=lambda w: plan.REPRODUCED.format(dataset=w.dataset),
+        # its platform facts are compared with the manifest's, which the pinned freeze recorded
+        kernels=determinism.env_assignments(),
     log:
         "results/logs/compare/{dataset}/table.log",
     group: cluster_group("compare_table")
@@ -101,7 +105,7 @@ rule compare_table:
     conda:
         "../environment.yml"
     shell:
-        "ltr-bench compare-table --frozen {params.frozen} --new {input.new} --prepared {input.prepared} "
+        "{params.kernels} ltr-bench compare-table --frozen {params.frozen} --new {input.new} --prepared {input.prepared} "
         "--spec {params.spec:q} --ledger {params.ledger} --reproduced {params.reproduced} --stats-out {output.stats} "
         "--tuning {input.tuning} --md {output.md} --html {output.html} 2>&1 | tee {log}"
 

@@ -44,6 +44,7 @@ rule run:
         # never from `{threads}`: Snakemake caps that at --cores and a profile's set-threads
         # changes it, and CPU results depend on torch's thread count
         compute_threads=config["threads"],
+        kernels=kernel_env,
         # `ltr-bench <rule>`: the rule of the method's run kind (bench.config.plan.run_rule)
         command=run_command,
     wildcard_constraints:
@@ -57,7 +58,7 @@ rule run:
         "../environment.yml"
     shell:
         # the repository root on PYTHONPATH: user losses are `package.module:function`
-        'export PYTHONPATH="$PWD${{PYTHONPATH:+:$PYTHONPATH}}" OMP_NUM_THREADS={params.compute_threads}; '
+        'export PYTHONPATH="$PWD${{PYTHONPATH:+:$PYTHONPATH}}" OMP_NUM_THREADS={params.compute_threads} {params.kernels}; '
         "ltr-bench {params.command} --prepared {input.prepared} --out {params.run_dir} --method {wildcards.method} "
         "--seed {wildcards.seed} --config {input.config} --device {params.device} --threads {params.compute_threads} --quiet > {log} 2>&1"
 

@@ -231,7 +231,7 @@ def compare_stats(frozen_dir: str | Path, new: pd.DataFrame, spec: dict[str, Any
 
 def _cli_compare(args) -> int:
     from bench import frozen as fz
-    from bench.provenance import platform_facts, protocol_hash
+    from bench.provenance import protocol_hash
     from bench.report import compare as C
 
     spec = parse_spec(args.spec)
@@ -251,7 +251,7 @@ def _cli_compare(args) -> int:
     record = None
     if args.reproduced and Path(args.reproduced).is_file():
         record = json.loads(Path(args.reproduced).read_text(encoding="utf-8"))
-    here = platform_facts(spec.get("threads", 1))
+    here = fz.current_platform(spec.get("threads", 1))
     differences = fz.platform_differences(done.manifest.get("platform"), here)
     manifest_sha = fz.file_sha256(Path(args.frozen) / fz.MANIFEST)
     provenance = C.provenance_sentences(done.manifest, here, record, manifest_sha, differences)

@@ -171,3 +171,33 @@ def test_one_logit_per_grade_and_the_expected_grade(kind):
     s = model(x, mask)
     torch.testing.assert_close(s[mask], expected[mask], rtol=1e-12, atol=1e-12)
     assert torch.all(s[~mask] == 0) and bool(((s[mask] >= 0) & (s[mask] <= 4)).all())
+
+
+def test_uniform_dropout_keeps_each_unit_with_probability_one_minus_p_and_scales_it():
+    """The MLP's dropout (:class:`bench.models.UniformDropout`): every output is 0 or
+    ``x / (1 - p)``; over 10^6 units the kept fraction is ``1 - p`` within 5 standard errors
+    (binomial), and ``E[y] = x``; eval mode and ``p = 0`` are the identity; the mask comes
+    from the global generator, so a seed repeats it."""
+    from bench.models import UniformDropout
+
+    p = 0.3
+    x = torch.full((1000, 1000), 2.0)
+    drop = UniformDropout(p).train()
+    torch.manual_seed(0)
+    y = drop(x)
+    kept = y != 0
+    assert torch.equal(y[kept], torch.full_like(y[kept], 2.0 / (1 - p)))
+    n = x.numel()
+    assert abs(kept.float().mean().item() - (1 - p)) < 5 * ((p * (1 - p)) / n) ** 0.5
+    assert abs(y.mean().item() - 2.0) < 5 * 2.0 / (1 - p) * ((p * (1 - p)) / n) ** 0.5
+    torch.manual_seed(0)
+    assert torch.equal(drop(x), y)
+    assert drop.eval()(x) is x
+    assert UniformDropout(0.0).train()(x) is x
+    xg = torch.randn(50, 4, requires_grad=True)
+    torch.manual_seed(1)
+    out = UniformDropout(0.5).train()(xg)
+    out.sum().backward()
+    assert torch.equal(xg.grad, (out.detach() != 0).float() * 2.0)  # the gradient is the mask / (1 - p)
+    with pytest.raises(ValueError, match="dropout probability"):
+        UniformDropout(1.0)

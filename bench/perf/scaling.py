@@ -201,7 +201,7 @@ class _Run:
         params = list(self.model.parameters())
         if curve.parameters is not None:
             params += list(curve.parameters.parameters())
-        self.opt = torch.optim.Adam(params, lr=1e-3)
+        self.opt = torch.optim.Adam(params, lr=1e-3, fused=True)  # as the trainer (bench.training.loop)
         self.model.train()
         self.i, self.n, self.times, self.peak = 0, 0, [], None
 

@@ -123,7 +123,9 @@ def _trainables(cfg, loss_call: LossCall, parts: tuple, n_features: int, device:
     model = build_model(cfg["model"], n_features, grades=loss_call.grades).to(device)
     loss_module = loss_call.module.to(device) if loss_call.module is not None else None
     params = list(model.parameters()) + (list(loss_module.parameters()) if loss_module is not None else [])
-    opt = torch.optim.Adam(params, lr=tc["lr"], weight_decay=tc["weight_decay"])
+    # fused: one kernel per step over every parameter (CPU and CUDA) instead of a dozen small
+    # ops per tensor; about 4x faster on a small MLP, the same update up to rounding
+    opt = torch.optim.Adam(params, lr=tc["lr"], weight_decay=tc["weight_decay"], fused=True)
     torch.manual_seed(derive_seed(*parts, "dropout"))
     list_gen = torch.Generator().manual_seed(derive_seed(*parts, "lists"))
     loss_gen = torch.Generator(device=device).manual_seed(derive_seed(*parts, "loss"))

@@ -111,10 +111,10 @@ def _score_with(prepared: Path, cfg: dict, weights: dict) -> bytes:
 
 
 def test_checkpoint_last_tests_the_last_epochs_weights_and_best_the_best_epochs(prepared, tmp_path):
-    """At lr 0.1 validation NDCG drops in epoch 2 on this fold: ``last`` scores the test split
+    """At lr 0.5 validation NDCG drops in epoch 2 on this fold: ``last`` scores the test split
     with the weights after epoch 2, ``best`` with those of epoch 1 (both read from the kept
     checkpoint: the loop's own copies), and the two differ."""
-    train = {"epochs": 2, "lr": 0.1, "keep_checkpoint": True}
+    train = {"epochs": 2, "lr": 0.5, "keep_checkpoint": True}
     last, info = _run(prepared, tmp_path / "last", checkpoint="last", **train)
     best, best_info = _run(prepared, tmp_path / "best", **train)
     kept = torch.load(default_checkpoint_dir(last) / "last.pt", weights_only=True)
@@ -130,9 +130,9 @@ def test_checkpoint_last_tests_the_last_epochs_weights_and_best_the_best_epochs(
 def test_a_best_checkpoint_refit_trains_the_best_epochs_number_of_epochs(prepared, merged, tmp_path):
     """``checkpoint: best`` with a refit: the refit runs the best epoch's number of epochs on
     train + validation (= a plain run of that many epochs on the merged fold)."""
-    refit, info = _run(prepared, tmp_path / "refit", epochs=2, lr=0.1, refit=True)
+    refit, info = _run(prepared, tmp_path / "refit", epochs=2, lr=0.5, refit=True)
     b = info["result"]["best_epoch"]
-    direct, _ = _run(merged, tmp_path / "direct", epochs=b, lr=0.1, checkpoint="last")
+    direct, _ = _run(merged, tmp_path / "direct", epochs=b, lr=0.5, checkpoint="last")
     assert b < info["result"]["epochs_run"] == 2  # validation NDCG drops in epoch 2 (as above)
     assert info["result"]["refit"]["epochs"] == info["result"]["tested_epoch"] == b
     assert _scores(refit) == _scores(direct)

@@ -71,6 +71,11 @@ PRELOAD = (
     "bench.selection", "bench.selection.tuning",
     "bench.ranking",  # scikit_posthocs (seaborn, statsmodels) is imported by its one job alone
 )
+# called once after the imports, before any fork ("module:function"): work every job would repeat
+WARM_UP = (
+    "bench.losses.permutahedron:warm_up",  # the soft rank's numba kernels: ~1 s a process otherwise
+    "bench.config.schema:warm_up",  # the config schema, which every run job reads
+)
 _HEADER = struct.Struct("!Q")  # request length
 _STATUS = struct.Struct("!i")  # exit status
 _N_FDS = 3  # stdin, stdout, stderr
@@ -143,14 +148,14 @@ def _recv_exactly(sock: socket.socket, n: int) -> bytes | None:
 
 
 def serve(path: str | os.PathLike, run: Callable[[list[str]], int], preload: tuple[str, ...] = PRELOAD,
-          log: Callable[[str], None] = print) -> None:
+          log: Callable[[str], None] = print, warm_up: tuple[str, ...] = WARM_UP) -> None:
     """Listen on ``path`` and run each request in a forked child until told to stop.
 
     ``run(argv) -> exit status`` runs one command in the child (``bench.cli.run_command``;
     passed in so that this module, below the CLI, never imports it).
 
     The socket is bound before the imports, so clients that connect early queue in the
-    backlog and are served once the imports are done. Returns (and removes the socket) on
+    backlog and are served once the imports and the warm-ups (:data:`WARM_UP`) are done. Returns (and removes the socket) on
     SIGTERM/SIGINT or when the parent process is gone.
     """
     path = Path(path)
@@ -170,6 +175,12 @@ def serve(path: str | os.PathLike, run: Callable[[list[str]], int], preload: tup
             importlib.import_module(name)
         except ImportError as exc:  # an optional dependency: its jobs import it themselves
             log(f"job server: not preloading {name} ({exc})")
+    for spec in warm_up:
+        module, function = spec.split(":")
+        try:
+            getattr(importlib.import_module(module), function)()
+        except Exception as exc:  # noqa: BLE001 - a warm-up is an optimisation: its jobs do the work themselves
+            log(f"job server: not warming up {spec} ({type(exc).__name__}: {exc})")
     default_threads = _torch_threads()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -343,4 +354,4 @@ def _die_with_parent() -> None:
         libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
-__all__ = ["DISABLED", "ENV_VAR", "NOT_SERVED", "PRELOAD", "run_in_server", "serve"]
+__all__ = ["DISABLED", "ENV_VAR", "NOT_SERVED", "PRELOAD", "WARM_UP", "run_in_server", "serve"]

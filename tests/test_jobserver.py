@@ -261,3 +261,16 @@ def test_every_preloaded_module_exists():
     from bench.jobserver import PRELOAD
 
     assert [name for name in PRELOAD if importlib.util.find_spec(name) is None] == []
+
+
+def test_every_warm_up_names_a_function_that_runs():
+    """The server logs a warm-up that fails and goes on (it is an optimisation), so a renamed
+    function would silently stop warming: each ``module:function`` must import and run."""
+    import importlib
+
+    from bench.jobserver import WARM_UP
+
+    assert WARM_UP
+    for spec in WARM_UP:
+        module, function = spec.split(":")
+        getattr(importlib.import_module(module), function)()

@@ -418,3 +418,27 @@ def test_tau_schedule_sets_the_attribute_of_a_module_loss():
     value = call(scores, labels, torch.ones(2, 5, dtype=torch.bool), tau=0.5, gen=None)
     assert call.fn.tau == 0.5 and torch.isfinite(value)
     assert any(p.requires_grad for p in call.module.parameters())
+
+
+def test_the_gradient_norm_without_clipping_is_clip_grad_norms_to_the_bit():
+    """``train.grad_clip: null`` reads the norm with :func:`bench.training.loop.grad_norm`
+    instead of clipping at infinity (which multiplies every gradient by 1): the same value,
+    bit for bit, as ``clip_grad_norm_(params, inf)``, a parameter without a gradient skipped,
+    and inf when a gradient is."""
+    import math
+
+    from torch import nn
+
+    from bench.training.loop import grad_norm
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(7, 5), nn.ReLU(), nn.Linear(5, 1))
+    unused = nn.Parameter(torch.ones(3))
+    model(torch.randn(11, 7)).sum().backward()
+    params = [*model.parameters(), unused]
+    ours = grad_norm(params)
+    assert torch.equal(ours, nn.utils.clip_grad_norm_(params, math.inf))
+    assert ours.item() > 0
+    params[0].grad[0, 0] = math.inf
+    assert grad_norm(params).item() == math.inf
+    assert grad_norm([unused]).item() == 0.0

@@ -132,6 +132,9 @@ class Context:
     #: a run config's resolved settings, by the JSON of what they are resolved from: a study
     #: resolves the same few schedules for thousands of runs (every seed, fold and tuned configuration)
     resolved: dict[str, Any] = field(default_factory=dict)
+    #: each run name's ``(run config, method entry)`` (:func:`_run_entry`), read-only: a run's
+    #: cost model and its disk size both read it, for every seed and fold of the method
+    run_entries: dict[tuple[str, str, str], tuple[dict[str, Any], dict[str, Any]]] = field(default_factory=dict)
 
     def resolve(self, key: list[Any], compute: Callable[[], Any]) -> Any:
         """``compute()`` once per distinct ``key`` (JSON-equal: what the result depends on), a deep copy each time."""
@@ -255,14 +258,18 @@ def _run_entry(ctx: Context, job: Job) -> tuple[dict[str, Any], dict[str, Any]]:
     varies (learning rate, dropout, a temperature, a GBDT's leaves) changes a step's arithmetic
     little next to the loss, model and data, and one measurement per method and fold shape
     keeps the calibration as short as an untuned study's (else every drawn configuration
-    would be a measurement of its own); the job's note says so."""
+    would be a measurement of its own); the job's note says so. Built once per run name
+    (``ctx.run_entries``); the caller must not change it."""
     w = job.wildcards
-    parsed = tuning.parse_name(str(w["method"]))
-    method = parsed[0] if parsed else w["method"]
-    run_cfg = plan.run_config(ctx.config, w["experiment"], w["dataset"], method)
-    entry = run_cfg["methods"][method]
-    run_cfg["methods"] = {w["method"]: entry}
-    return run_cfg, entry
+    key = (str(w["experiment"]), str(w["dataset"]), str(w["method"]))
+    if key not in ctx.run_entries:
+        parsed = tuning.parse_name(key[2])
+        method = parsed[0] if parsed else key[2]
+        run_cfg = plan.run_config(ctx.config, key[0], key[1], method)
+        entry = run_cfg["methods"][method]
+        run_cfg["methods"] = {key[2]: entry}
+        ctx.run_entries[key] = (run_cfg, entry)
+    return ctx.run_entries[key]
 
 
 def _tuning_note(job: Job, proj: Projection) -> None:

@@ -43,16 +43,20 @@ def test_env_assignments_and_request():
 
 
 def test_pinned_variables_take_effect_after_the_job_servers_imports():
-    """The job server imports everything once, then forks; its child sets the client's
-    environment: the variables must still act then (no preloaded module computes at import)."""
+    """The job server imports everything once and runs its warm-ups, then forks; its child
+    sets the client's environment: the variables must still act then (no preloaded module
+    and no warm-up computes with torch)."""
     done = _python("""
         import importlib, json, os
-        from bench.jobserver import PRELOAD
+        from bench.jobserver import PRELOAD, WARM_UP
         for name in PRELOAD:
             try:
                 importlib.import_module(name)
             except ImportError:
                 pass
+        for spec in WARM_UP:
+            module, function = spec.split(":")
+            getattr(importlib.import_module(module), function)()
         pid = os.fork()
         if pid == 0:
             from bench import frozen

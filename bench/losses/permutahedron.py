@@ -496,8 +496,12 @@ def warm_up() -> None:
     The first soft rank or sort of a process otherwise pays it, 0.9-1.9 s even from a warm
     cache (measured on the 2-core machine), and every job forked from the job server would pay
     it again: the server (:mod:`bench.jobserver`, ``WARM_UP``) calls this once, before it forks.
+    NumPy arrays only, no torch operation: torch picks its CPU kernels at its first operation,
+    and a server that computed would hand its choice to every child, pinned ones included
+    (:mod:`bench.training.determinism`).
     """
-    mask = torch.tensor([[True, True, False]])
-    for dtype in (torch.float32, torch.float64):
-        theta = torch.tensor([[1.0, 0.0, 2.0]], dtype=dtype, requires_grad=True)
-        soft_rank(theta, mask).sum().backward()
+    mask = np.array([[True, True, False]])
+    for dtype in (np.float32, np.float64):
+        theta = np.array([[1.0, 0.0, 2.0]], dtype=dtype)
+        out, *state = _forward(theta, mask, 1.0, True, False)
+        _backward(np.ones_like(out), *state, 1.0, True, False)

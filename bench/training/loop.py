@@ -269,7 +269,7 @@ def train_step(f: Fit, rows: Tensor, *, lr: float, tau: float | None,
     if tc["grad_clip"] is not None:
         gnorm = nn.utils.clip_grad_norm_(f.params, float(tc["grad_clip"]))
     else:  # the norm alone (for the divergence check): clipping at inf would multiply every gradient by 1
-        gnorm = grad_norm(f.params)
+        gnorm = nn.utils.get_total_norm([p.grad for p in f.params if p.grad is not None], foreach=True)
     loss_v, gnorm_v = torch.stack([loss.detach().float(), gnorm.float()]).tolist()
     if not (math.isfinite(loss_v) and math.isfinite(gnorm_v)):
         where = f"epoch {at[0]}, batch {at[1]} (step {at[2]})" if at is not None else "a single step"
@@ -279,15 +279,6 @@ def train_step(f: Fit, rows: Tensor, *, lr: float, tau: float | None,
         )
     tr.optimizer.step()
     return loss_v
-
-
-def grad_norm(params: list[nn.Parameter]) -> Tensor:
-    """The 2-norm of all gradients together, as ``nn.utils.clip_grad_norm_`` computes it (the
-    norm of the per-tensor norms); parameters without a gradient are skipped."""
-    grads = [p.grad for p in params if p.grad is not None]
-    if not grads:
-        return torch.zeros(())
-    return torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
 
 
 def _validate(f: Fit, epoch: int) -> dict[str, float]:

@@ -193,7 +193,7 @@ def sign_rule_functions():
     paper-profile dry run's profile). The Snakefile calls this after its last rule."""
     _sign(Resource.evaluate)  # how Snakemake calls every resource of every job (a bound method reads its function's)
     for each in workflow.rules:
-        items = [*each.input, *each.params, *(r._evaluator for r in (each.resources or {}).values())]
+        items = [*each.input, *each.params, *(r._evaluator for r in (each.resources or {}).values()), each._group]
         for item in items:
             _sign(item)
             _sign(getattr(item, "callable", None))

@@ -17,6 +17,7 @@ if no list contributes the loss is ``0 * scores.sum()`` so ``backward()`` still 
 
 from __future__ import annotations
 
+import math
 import numbers
 from typing import Literal, overload
 
@@ -194,3 +195,61 @@ def masked_mean_over_lists(per_list: Tensor, contributes: Tensor, scores: Tensor
     count = contributes.sum()
     graph_link = 0.0 * torch.nan_to_num(scores, nan=0.0, posinf=0.0, neginf=0.0).sum()
     return torch.where(count > 0, total / count.clamp(min=1), zero) + graph_link
+
+
+def _floored_exp(d: Tensor) -> Tensor:
+    """``exp(max(d, f))`` in place on ``d``, with :math:`f` = :func:`exp_floor` of its dtype.
+
+    Torch's CPU ``exp`` takes a slow path for arguments whose result is subnormal or zero
+    (``-inf`` included): measured on the 2-core AMD EPYC reference host, 16 ms for 0.92 M
+    float32 arguments half of which are below the floor, 1.7 ms with the clamp. The logits of
+    a sort relaxation put most of an ``L x L`` matrix there.
+    """
+    return d.clamp_min_(exp_floor(d.dtype)).exp_()
+
+
+def exp_floor(dtype: torch.dtype) -> int:
+    """The least integer whose exponential is a normal number of ``dtype`` (float32: -87, as
+    e^-87 = 1.6e-38 lies above the smallest normal number 1.2e-38; float64: -708)."""
+    return math.ceil(math.log(torch.finfo(dtype).tiny))
+
+
+class _LogSumExp(torch.autograd.Function):
+    """:func:`logsumexp` on CPU: torch's formula, step for step, with :func:`_floored_exp`."""
+
+    @staticmethod
+    def forward(ctx, z: Tensor, dim: int) -> Tensor:  # type: ignore[override]
+        top = z.amax(dim, keepdim=True)
+        none = (top == -math.inf).squeeze(dim)  # rows of -inf alone: -inf, as torch (the floor would give e^f)
+        top = torch.where(top.abs() == math.inf, torch.zeros((), dtype=z.dtype), top)  # as torch
+        out = _floored_exp(z - top).sum(dim).log_().add_(top.squeeze(dim)).masked_fill_(none, -math.inf)
+        ctx.dim = dim
+        ctx.save_for_backward(z, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):  # type: ignore[override]
+        z, out = ctx.saved_tensors
+        return grad.unsqueeze(ctx.dim) * _floored_exp(z - out.unsqueeze(ctx.dim)), None
+
+
+def logsumexp(z: Tensor, dim: int = -1) -> Tensor:
+    r""":math:`\log \sum_j e^{z_j}` over ``dim``: ``torch.logsumexp`` without its slow CPU path.
+
+    Same formula as torch (:math:`m + \log \sum_j e^{z_j - m}`, :math:`m` the maximum, 0 when
+    it is infinite) and same gradient (:math:`e^{z_j - \mathrm{lse}}` times the incoming one),
+    except that every :math:`e^{x}` with :math:`x` below the floor :math:`f` (-87 in float32,
+    -708 in float64; :func:`_floored_exp`) is taken as :math:`e^{f}` (1.6e-38 in float32). The
+    value is bit-identical to torch's: the maximum contributes 1 to the sum, and the floored
+    terms together stay below half its last bit. A gradient entry differs only where torch's
+    is below :math:`e^{f}` times the incoming gradient (0, subnormal, or from a ``-inf``
+    logit): it is that bound here, as negligible downstream (``tests/losses/test_logsumexp.py``).
+    Other devices call ``torch.logsumexp``.
+
+    >>> z = torch.tensor([[0.0, -100.0, float("-inf")], [1.0, 1.0, -200.0]])
+    >>> bool(torch.equal(logsumexp(z), torch.logsumexp(z, -1)))
+    True
+    """
+    if z.device.type != "cpu":
+        return torch.logsumexp(z, dim)
+    return _LogSumExp.apply(z, dim)

@@ -44,7 +44,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from bench.losses._common import check_inputs, check_k, check_positive, masked_mean_over_lists
+from bench.losses._common import check_inputs, check_k, check_positive, logsumexp, masked_mean_over_lists
 from bench.losses.neuralsort import neuralsort, neuralsort_parts, outer_logits
 from bench.losses.relaxations import sort_logits
 
@@ -81,7 +81,7 @@ def _arf_terms(scores: Tensor, labels: Tensor, mask: Tensor, m: int, k: int, tau
         z = outer_logits(coef, s, bias)
     else:
         z, row_valid, _ = logits(scores, mask, tau, rows_s)
-    lse = torch.logsumexp(z, dim=-1)  # [B, rows_s]
+    lse = logsumexp(z, dim=-1)  # [B, rows_s]
     with torch.no_grad():  # labels are data: P_v is a constant of the loss
         p_v = neuralsort(labels, mask, tau_label, rows_v)  # [B, rows_v, L]
     m_eff = n.clamp(max=m)
@@ -92,7 +92,7 @@ def _arf_terms(scores: Tensor, labels: Tensor, mask: Tensor, m: int, k: int, tau
     # padded columns set to 0 first, so no reduction ever sees only -inf).
     logp_top = torch.where(mask[:, None, :], z[:, :rows_m] - lse[:, :rows_m, None], zero)
     sel = _rows_below(m_eff.clamp(min=1), rows_m)[:, :, None]
-    log_col = torch.logsumexp(torch.where(sel, logp_top, low), dim=1)
+    log_col = logsumexp(torch.where(sel, logp_top, low), dim=1)
     log_m = torch.log(m_eff.clamp(min=1).to(dtype))
     relax = -torch.where(mask, w * (log_col - log_m[:, None]), zero).sum(-1)
     glob = None

@@ -67,7 +67,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from bench.losses._common import check_inputs, masked_mean_over_lists
+from bench.losses._common import check_inputs, logsumexp, masked_mean_over_lists
 from bench.losses.neuralsort import neuralsort_parts, outer_logits
 from bench.losses.pirank import _combine, hard_order
 
@@ -156,7 +156,7 @@ def neuralsort_ce(scores: Tensor, labels: Tensor, mask: Tensor, *, tau: float = 
     coef, s, bias, row_valid, _ = neuralsort_parts(scores, mask, tau)
     zero = torch.zeros((), dtype=scores.dtype, device=scores.device)
     z = outer_logits(coef, s, bias)
-    lse = torch.logsumexp(z, dim=-1)  # [B, L]
+    lse = logsumexp(z, dim=-1)  # [B, L]
     means = _tie_group_means(labels, mask, torch.stack([s, torch.where(mask, bias, zero)], -1))
     row_ce = lse - (coef * means[..., 0] + means[..., 1])
     n = mask.sum(-1)

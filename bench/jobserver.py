@@ -75,6 +75,7 @@ PRELOAD = (
 WARM_UP = (
     "bench.losses.permutahedron:warm_up",  # the soft rank's numba kernels: ~1 s a process otherwise
     "bench.config.schema:warm_up",  # the config schema, which every run job reads
+    "bench.report.figures:warm_up",  # matplotlib's fonts, mathtext and PDF backend: ~1.3 s a figure job
 )
 _HEADER = struct.Struct("!Q")  # request length
 _STATUS = struct.Struct("!i")  # exit status

@@ -115,6 +115,22 @@ def test_a_served_training_job_writes_the_bytes_of_a_fresh_process(server, study
     assert _untimed(served.stderr) == _untimed(fresh.stderr) and "progress" in fresh.stderr
 
 
+def test_a_served_figure_job_writes_the_bytes_of_a_fresh_process(server, tmp_path):
+    """The server renders a figure before forking (bench.report.figures.warm_up): a figure job it
+    serves must still write a fresh process's PNG and PDF."""
+    sock, log = server
+    curves = tmp_path / "curves.parquet"
+    assert _ltr_bench("loss-curves", "--taus", "0.1", "1.0", "--points", "41", "--out", str(curves),
+                      sock=None).returncode == 0
+    for mode, via in (("fresh", None), ("served", sock)):
+        done = _ltr_bench("figure", "neuralndcg_curves", "--spec", '{"taus": [0.1, 1.0]}', "--input", str(curves),
+                          "--png", str(tmp_path / f"{mode}.png"), "--pdf", str(tmp_path / f"{mode}.pdf"), sock=via)
+        assert done.returncode == 0, done.stderr
+    assert f"--png {tmp_path / 'served.png'}" in log.read_text(), "the job was not run by the server"
+    for ext in ("png", "pdf"):
+        assert (tmp_path / f"served.{ext}").read_bytes() == (tmp_path / f"fresh.{ext}").read_bytes(), ext
+
+
 def _untimed(stderr: str) -> str:
     """``stderr`` with the timing fields of the progress lines (rates, elapsed, ETA) blanked."""
     return re.sub(r"[\d.,e+-]+ s/step|[\d,]+ docs/s|elapsed \S+|ETA (<= )?[^,]+", "<t>", stderr)

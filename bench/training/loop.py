@@ -9,7 +9,9 @@ give bit-identical outputs, and a run resumed from its checkpoint
 A non-finite loss, gradient norm or score raises :class:`~bench.errors.TrainingDiverged`
 naming the epoch, batch, step and values. Setting the environment variable
 ``BENCH_TRAIN_EXIT_AFTER_EPOCH=N`` makes the process exit (status 75) right after epoch
-``N``'s checkpoint: the tests use it to simulate a crash.
+``N``'s checkpoint: the tests use it to simulate a crash. A run writes a checkpoint after an
+epoch when :data:`CHECKPOINT_SECONDS` have passed since its last one, after its last epoch,
+and after that epoch ``N``.
 
 Every optimiser step goes through :func:`train_step` ``(f, rows, *, lr, tau, at=None) ->
 float``, every epoch's training pass through :func:`train_epoch` (timed apart from
@@ -57,6 +59,12 @@ from bench.training.vali_curve import curve_lists, curve_row
 
 EXIT_ENV = "BENCH_TRAIN_EXIT_AFTER_EPOCH"
 EXIT_STATUS = 75
+#: the least training time between two checkpoints; the last epoch (and the crash test's) always
+#: writes one. A checkpoint of a default-profile model takes about 20 ms, a tenth of an epoch of its
+#: short runs: writing one per epoch cost the default study about 45 CPU-seconds. An epoch longer
+#: than this (every paper-profile run) still checkpoints after each epoch; a kill -9 loses at most
+#: this much training.
+CHECKPOINT_SECONDS = 30.0
 
 
 @dataclass
@@ -146,15 +154,18 @@ def fit(f: Fit, *, quiet: bool, ckpt_path: Path, key: str, reporter: Reporter | 
         state = TrainState.from_checkpoint(ck)
         log(f"resuming {'/'.join(map(str, f.parts))} from the checkpoint after epoch {state.epoch}")
     progress = _Progress(f, state, quiet=quiet, reporter=reporter)
-    segment_start = time.perf_counter()
+    segment_start = last_saved = time.perf_counter()
     try:
         while not state.done:
             _epoch(f, state, progress)
-            checkpoint = {"format": CHECKPOINT_FORMAT, "key": key, **state.checkpoint_fields(),
-                          **f.trainables.checkpoint_fields(),
-                          "elapsed_s": state.elapsed + (time.perf_counter() - segment_start)}
-            save_checkpoint(ckpt_path, checkpoint)
-            if os.environ.get(EXIT_ENV) == str(state.epoch):
+            crash_test = os.environ.get(EXIT_ENV) == str(state.epoch)
+            if state.done or crash_test or time.perf_counter() - last_saved >= CHECKPOINT_SECONDS:
+                checkpoint = {"format": CHECKPOINT_FORMAT, "key": key, **state.checkpoint_fields(),
+                              **f.trainables.checkpoint_fields(),
+                              "elapsed_s": state.elapsed + (time.perf_counter() - segment_start)}
+                save_checkpoint(ckpt_path, checkpoint)
+                last_saved = time.perf_counter()
+            if crash_test:
                 progress.close()
                 os._exit(EXIT_STATUS)
     finally:

@@ -358,6 +358,21 @@ def test_checkpoint_loads_weights_only(prepared, tmp_path):
     assert isinstance(state["rng"]["lists"], torch.Tensor) and state["done"] is True
 
 
+@pytest.mark.parametrize("every_s, saved_after", [(0.0, [1, 2, 3, 4]), (3600.0, [4])])
+def test_checkpoints_are_written_after_an_epoch_once_enough_time_passed_and_after_the_last(
+        prepared, tmp_path, monkeypatch, every_s, saved_after):
+    from bench.training import loop
+
+    saved = []
+    real = loop.save_checkpoint
+    monkeypatch.setattr(loop, "CHECKPOINT_SECONDS", every_s)
+    monkeypatch.setattr(loop, "save_checkpoint", lambda path, state: (saved.append(state["epoch"]), real(path, state)))
+    out = run_job(_config(epochs=4, keep_checkpoint=True), prepared, tmp_path / "r", method="ranknet", seed=0,
+                  device="cpu", quiet=True)
+    assert saved == saved_after
+    assert torch.load(default_checkpoint_dir(out) / "last.pt", weights_only=True)["epoch"] == 4
+
+
 @pytest.mark.parametrize(
     "mutate, match",
     [

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.config import plan
 from helpers import copy_checkout
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -152,7 +153,8 @@ SCALE_TABLES = ("pirank_table1", "neuralndcg_table3")
 
 
 def _scale_tables(root: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for t in SCALE_TABLES for p in sorted((root / "reports" / "tables").glob(f"{t}.*"))}
+    tables = root / plan.profiled({"profile": "scale"}, "reports") / "tables"  # a profile's own folder
+    return {p.name: p.read_bytes() for t in SCALE_TABLES for p in sorted(tables.glob(f"{t}.*"))}
 
 
 def _mb(text: str) -> float:

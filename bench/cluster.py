@@ -42,7 +42,7 @@ DEFAULT_PARTITION, DEFAULT_GPU_PARTITION = "cpu", "gpu"
 
 #: rules that may use a GPU (``resources: gpu=1`` when the config says ``gpu: true``)
 GPU_RULES = frozenset({"train", "perf_scaling"})
-#: rules whose outputs GPU rules read (besides the local run_config), directly or through the
+#: rules whose outputs GPU rules read, directly or through the
 #: tuning: a tuned method's chosen configuration trains after `tune` and `tuned_config`, which read
 #: every configuration's runs, GBDT runs among them (a group must not hold jobs before and after them)
 FEED_GPU_RULES = frozenset({"prepare", "check_frozen", "tune", "tuned_config", "gbdt"})

@@ -38,7 +38,7 @@ Job 856eaa73-5e9e-5716-898a-88bd1293db46 has been submitted with SLURM jobid 21 
     message: Error in group study
     log: {GROUP}/21.log (check log file(s) for error details)
 """
-RULES = ["run_config", "prepare", "train", "evaluate", "stats", "table", "loss_curves", "compare_table"]
+RULES = ["prepare", "train", "evaluate", "stats", "table", "loss_curves", "compare_table"]
 ARGV = ["--profile", "workflows/profiles/slurm", "listsize_table3", "--config", "gpu=True",
         "--set-resources", "train:runtime=1", "prepare:mem_mb=900"]
 

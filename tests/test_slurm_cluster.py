@@ -94,7 +94,7 @@ def test_a_table_through_the_profile_equals_the_local_run(cluster, tmp_path):
     shipped = copy_checkout(tmp_path / "cluster")
     log = _snakemake(shipped, "--profile", "workflows/profiles/slurm", TABLE)  # the one command of docs/cluster.md
     rows = _accounted(log)
-    # every job of the table ran on the cluster (run_config is a local rule), grouped: one job
+    # every job of the table ran on the cluster, grouped: one job
     assert re.search(r"rule_study_|group_study_", log) and len(rows) == 1, rows
     assert all(r["partition"] == "cpu" and "gres/gpu" not in r["tres"] for r in rows)
     assert all(r["account"] == "ltrbench" for r in rows)  # the users' default account, set by the script

@@ -144,6 +144,34 @@ def test_missing_manual_dataset_says_where_to_put_the_archive(tmp_path):
 # ----------------------------------------------------------------------------- compare
 
 
+
+def test_a_changed_method_reruns_its_own_runs_and_no_other(tmp_path):
+    """A planned run's config is no file of its own: the run job gets it on its command line
+    (`--config-json`) and Snakemake keeps it among the job's params. So changing a method's entry
+    reruns that method's runs, another method's change leaves them alone, and the digest the run
+    records tells `ltr-bench status` whose config it was made with."""
+    from bench.config import plan
+    from bench.config.validate import load_config
+
+    root = _copy_workflow(tmp_path / "study")
+    run = "results/runs/pirank_ablation/syn-web/Fold1/pirank_ndcg_L10/seed0"
+    proc = snakemake("--cores", "2", f"{run}/scores.npy", cwd=root)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    recorded = json.loads((root / run / "run.json").read_text())["run_config_sha256"]
+    assert recorded == plan.run_config_digest(load_config(), "pirank_ablation", "syn-web", "pirank_ndcg_L10")
+
+    def planned(change: str) -> list[tuple[str, dict[str, str]]]:
+        (root / "change.yaml").write_text(change)
+        proc = snakemake("-n", "--nolock", f"{run}/scores.npy", "--configfile", "change.yaml", cwd=root)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return [(rule, w) for rule, w in _jobs(proc.stdout) if rule == "train"]
+
+    assert planned("methods:\n  pirank_ndcg_L20:\n    params: {tau: 4.0}\n") == []  # another method's entry
+    [(_, wildcards)] = planned("methods:\n  pirank_ndcg_L10:\n    params: {tau: 4.0}\n")  # its own entry
+    assert wildcards["method"] == "pirank_ndcg_L10" and wildcards["seed"] == "0"
+    changed = load_config(str(root / "change.yaml"))
+    assert recorded != plan.run_config_digest(changed, "pirank_ablation", "syn-web", "pirank_ndcg_L10")
+
 # `compare` end to end (10-15 s each; they share this folder, so they are `slow` together; the
 # refusals themselves are unit-tested in tests/test_frozen.py)
 @pytest.fixture(scope="module")

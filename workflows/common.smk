@@ -5,6 +5,7 @@ import inspect
 import json
 import os
 import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from snakemake.common import overwrite_function_params
 from snakemake.resources import Resource
 from snakemake.utils import min_version
 
-from bench.config import kinds, plan
+from bench.config import kinds, plan, tuning
 from bench.training import determinism
 from bench.config.validate import validate_config
 from bench.errors import ConfigError
@@ -107,8 +108,29 @@ def prepare_options(wildcards):
     return _sorted_json(dataset_spec(wildcards)["options"])
 
 
-def run_config_json(wildcards):
-    return _planned(plan.run_config_text)(wildcards.experiment, wildcards.dataset, wildcards.method)
+def _tuned_run_config(wildcards):
+    """The run config file of a tuned method's chosen configuration (rule tuned_config writes it
+    from the tuning record), None for a planned method."""
+    if tuning.base_of_tuned(wildcards.method) is None:
+        return None
+    return RUN_CONFIG.format(experiment=wildcards.experiment, dataset=wildcards.dataset, method=wildcards.method)
+
+
+def run_config_input(wildcards):
+    """A run's run config as an input: only a tuned method's chosen configuration is a file; a
+    planned method's is known from the config and goes on the command line (run_config_option)."""
+    path = _tuned_run_config(wildcards)
+    return [] if path is None else [path]
+
+
+def run_config_option(wildcards):
+    """`--config FILE` for a tuned method's chosen configuration, else `--config-json TEXT` with
+    the planned run config (bench.config.plan.run_config_argument), quoted for the shell."""
+    path = _tuned_run_config(wildcards)
+    if path is not None:
+        return f"--config {shlex.quote(path)}"
+    text = _planned(plan.run_config_argument)(wildcards.experiment, wildcards.dataset, wildcards.method)
+    return f"--config-json {shlex.quote(text)}"
 
 
 def run_command(wildcards):

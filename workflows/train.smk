@@ -5,32 +5,12 @@
 # the cost models, the cluster sizes and bench.config.jobs know; each runs `ltr-bench <rule>`.
 
 
-localrules:
-    run_config,
-
-
-rule run_config:
-    output:
-        RUN_CONFIG,
-    params:
-        text=run_config_json,
-    log:
-        "results/logs/configs/{experiment}/{dataset}/{method}.log",
-    conda:
-        "../environment.yml"
-    # a shell job, not `run:`: Snakemake executes every `run:` job in a fresh Snakemake
-    # process (about 3.5 s of start-up each, 64 jobs in the default study); printf + mv is
-    # milliseconds and still atomic
-    shell:
-        "printf '%s' {params.text:q} > {output}.tmp 2> {log} && mv {output}.tmp {output}"
-
-
 # the template: it matches no method itself; each `use rule run as <rule>` below runs the
 # methods of its kinds (same outputs, log, benchmark and shell for every run kind)
 rule run:
     input:
         prepared=PREPARED,
-        config=RUN_CONFIG,
+        config=run_config_input,
         checked=lambda w: [f"results/compare/{w.dataset}/frozen.ok"] if w.experiment == "compare" else [],
     output:
         scores=f"{RUN}/scores.npy",
@@ -38,13 +18,16 @@ rule run:
         curve=f"{RUN}/curve.csv",
         metrics=f"{RUN}/metrics.parquet",
     params:
-        run_dir=lambda w, output: os.path.dirname(output.scores),
+        run_dir=RUN,  # a string: Snakemake fills in the wildcards (no function to call per job)
         device=config["device"],
         # compute threads come from the study config (recorded in run.json as torch_threads),
         # never from `{threads}`: Snakemake caps that at --cores and a profile's set-threads
         # changes it, and CPU results depend on torch's thread count
         compute_threads=config["threads"],
         kernels=kernel_env,
+        # `--config-json TEXT` (a planned method's run config, kept with the job's params: a changed
+        # config reruns that method's runs) or `--config FILE` (a tuned method's chosen configuration)
+        run_config=run_config_option,
         # `ltr-bench <rule>`: the rule of the method's run kind (bench.config.plan.run_rule)
         command=run_command,
     wildcard_constraints:
@@ -60,7 +43,7 @@ rule run:
         # the repository root on PYTHONPATH: user losses are `package.module:function`
         'export PYTHONPATH="$PWD${{PYTHONPATH:+:$PYTHONPATH}}" OMP_NUM_THREADS={params.compute_threads} {params.kernels}; '
         "ltr-bench {params.command} --prepared {input.prepared} --out {params.run_dir} --method {wildcards.method} "
-        "--seed {wildcards.seed} --config {input.config} --device {params.device} --threads {params.compute_threads} --quiet > {log} 2>&1"
+        "--seed {wildcards.seed} {params.run_config} --device {params.device} --threads {params.compute_threads} --quiet > {log} 2>&1"
 
 
 use rule run as train with:

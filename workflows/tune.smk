@@ -6,10 +6,6 @@
 # tuned table, each method's budget, choice, compute and what tuning bought on test.
 
 
-# `<method>+tuned`'s run config comes from its tuning record, not from the plan (rule run_config)
-ruleorder: tuned_config > run_config
-
-
 rule tune:
     input:
         lambda w: tune_inputs(w.experiment, w.dataset, w.method),

@@ -18,7 +18,7 @@ to tell whether its output is up to date.
 >>> from bench.config.validate import load_config
 >>> jobs = target_jobs(load_config(), ["listsize_table3"])
 >>> sorted({j.rule for j in jobs})
-['evaluate', 'prepare', 'run_config', 'stats', 'table', 'train']
+['evaluate', 'prepare', 'stats', 'table', 'train']
 >>> sum(j.rule == "train" for j in jobs)
 4
 """
@@ -95,24 +95,25 @@ class _Jobs:
         self.run_list(experiment, dataset, fold, [(m, seeds) for m in methods])
 
     def run_list(self, experiment: str, dataset: str, fold: str, runs: list[tuple[str, list[int]]]) -> None:
-        """The runs ``(method, seeds)`` on one fold with their run configs: a tuned method's chosen
-        configuration (``<method>+tuned``) has its config written from its tuning record
-        (``tuned_config``), which needs the ``tune`` job and the configurations' runs."""
+        """The runs ``(method, seeds)`` on one fold: a planned method's run config is on its command
+        line (no job); a tuned method's chosen configuration (``<method>+tuned``) has its config
+        written from its tuning record (``tuned_config``), which needs the ``tune`` job and the
+        configurations' runs."""
         with self.upstream() as prepared:
             self.prepared(dataset, [fold])
         for method, seeds in runs:
             rule, tuned = self._run_facts(experiment, method)
-            run_config = plan.RUN_CONFIG.format(experiment=experiment, dataset=dataset, method=method)
             base = tuning.base_of_tuned(method)
+            needs = list(prepared)
             if tuned and base is not None:
+                run_config = plan.RUN_CONFIG.format(experiment=experiment, dataset=dataset, method=method)
                 with self.upstream() as record:
                     self.tuning(experiment, dataset, base)
                 self.add("tuned_config", run_config, record, experiment=experiment, dataset=dataset, method=method)
-            else:
-                self.add("run_config", run_config, experiment=experiment, dataset=dataset, method=method)
+                needs.append(run_config)
             for seed in seeds:
                 out = plan.RUN.format(experiment=experiment, dataset=dataset, fold=fold, method=method, seed=seed)
-                self.add(rule, out, [*prepared, run_config], experiment=experiment, dataset=dataset, fold=fold,
+                self.add(rule, out, needs, experiment=experiment, dataset=dataset, fold=fold,
                          method=method, seed=seed)
 
     def _run_facts(self, experiment: str, method: str) -> tuple[str, bool]:

@@ -37,6 +37,8 @@ from bench import search_space
 from bench.choices import DATASET_CONVENTION
 from bench.config import heatmap, kinds, schema, selection, tuning
 from bench.config.run import model_type, resolve_section
+from bench.config.run import run_config_digest as run_digest
+from bench.config.run import run_config_text as run_text
 from bench.errors import ConfigError
 
 TABLES: tuple[str, ...] = (
@@ -365,10 +367,23 @@ def vali_curve_list_size(config: dict[str, Any], experiment: str, dataset: str, 
 
 
 def run_config_text(config: dict[str, Any], experiment: str, dataset: str, method: str) -> str:
-    """:func:`run_config` as the file the workflow writes (``RUN_CONFIG``): sorted, indented
-    JSON. ``ltr-bench status`` compares a run config on disk with it: another text means the
-    run was made with other settings (another profile's) and is not this study's."""
-    return json.dumps(run_config(config, experiment, dataset, method), indent=2, sort_keys=True) + "\n"
+    """:func:`run_config` as canonical text (:func:`bench.config.run.run_config_text`: sorted,
+    indented JSON), what ``ltr-bench train|gbdt|linear --config FILE`` reads from a file."""
+    return run_text(run_config(config, experiment, dataset, method))
+
+
+def run_config_argument(config: dict[str, Any], experiment: str, dataset: str, method: str) -> str:
+    """:func:`run_config` as the compact JSON a planned run is given on its command line
+    (``--config-json``; the workflow writes no file per run config: 6,987 such jobs were a third
+    of the paper profile's jobs). Snakemake keeps it among the job's params, so a changed run
+    config reruns exactly that method's runs; the run records its digest
+    (:func:`bench.config.run.run_config_digest`), which ``ltr-bench status`` compares."""
+    return json.dumps(run_config(config, experiment, dataset, method), sort_keys=True, separators=(",", ":"))
+
+
+def run_config_digest(config: dict[str, Any], experiment: str, dataset: str, method: str) -> str:
+    """The digest a run made with this config records (``run.json``'s ``run_config_sha256``)."""
+    return run_digest(run_config(config, experiment, dataset, method))
 
 
 def protocol_section(config: dict[str, Any], protocol: str, method: str, key: str) -> dict[str, Any] | None:

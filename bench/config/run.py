@@ -37,8 +37,6 @@ def read_run_config(path: str | os.PathLike) -> dict[str, Any]:
     written without a decimal point, such as ``1e-05`` (Python's ``json`` writes a learning rate
     of 0.00001 so), as a string.
     """
-    import json
-
     import yaml
 
     p = Path(path)
@@ -47,13 +45,7 @@ def read_run_config(path: str | os.PathLike) -> dict[str, Any]:
     except OSError as exc:
         raise ConfigError(f"{p}: cannot read config file ({exc.strerror})") from exc
     if p.suffix.lower() == ".json":
-        try:
-            cfg = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{p}, line {exc.lineno}: not valid JSON ({exc.msg})") from exc
-        if not isinstance(cfg, dict):
-            raise ConfigError(f"{p}: the config must be a mapping with a 'methods' key")
-        return cfg
+        return parse_run_config_json(text, str(p))
     try:
         cfg = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -63,6 +55,51 @@ def read_run_config(path: str | os.PathLike) -> dict[str, Any]:
     if not isinstance(cfg, dict):
         raise ConfigError(f"{p}: the config must be a mapping with a 'methods' key")
     return cfg
+
+
+def parse_run_config_json(text: str, source: str) -> dict[str, Any]:
+    """A run configuration from JSON text: a file's, or the workflow's ``--config-json`` (the
+    run config of a planned method, passed on the command line rather than written to a file
+    by a job of its own). ``source`` names where the text came from in errors.
+
+    >>> parse_run_config_json('{"methods": {}}', "--config-json")
+    {'methods': {}}
+    >>> parse_run_config_json('{"methods": ', "--config-json")
+    Traceback (most recent call last):
+    ...
+    bench.errors.ConfigError: --config-json, line 1: not valid JSON (Expecting value)
+    """
+    import json
+
+    try:
+        cfg = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{source}, line {exc.lineno}: not valid JSON ({exc.msg})") from exc
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"{source}: the config must be a mapping with a 'methods' key")
+    return cfg
+
+
+def run_config_text(cfg: dict[str, Any]) -> str:
+    """A run configuration as canonical text: sorted keys, indented JSON, one final newline
+    (the file ``ltr-bench tuned-config`` writes, the ``--config-json`` a planned run is given)."""
+    import json
+
+    return json.dumps(cfg, indent=2, sort_keys=True) + "\n"
+
+
+def run_config_digest(cfg: dict[str, Any]) -> str:
+    """SHA-256 of :func:`run_config_text`: what a run records in ``run.json`` as
+    ``run_config_sha256``, so that ``ltr-bench status`` can tell whether a finished run was made
+    with this study's run config (two runs of the same name under two profiles' settings differ
+    here). Key order and indentation do not change it; any value does.
+
+    >>> run_config_digest({"b": 1, "a": [1e-05]}) == run_config_digest({"a": [0.00001], "b": 1})
+    True
+    """
+    import hashlib
+
+    return hashlib.sha256(run_config_text(cfg).encode("utf-8")).hexdigest()
 
 
 def method_entry(config: dict[str, Any], method: str) -> dict[str, Any]:

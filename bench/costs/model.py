@@ -529,9 +529,9 @@ def perf_scaling(ctx: Context, job: Job) -> Projection:
     return proj
 
 
-#: rules run on the submitting machine in seconds (a run config's text, the coverage page, the
+#: rules run on the submitting machine in seconds (the coverage page, the
 #: report) or downloading (fetch): not projected, and not counted in device time
-LOCAL_RULES = ("run_config", "fetch", "coverage", "report")
+LOCAL_RULES = ("fetch", "coverage", "report")
 
 #: rule -> cost model; the rules of LOCAL_RULES have none
 COST_MODELS: dict[str, Callable[[Context, Job], Projection]] = {

@@ -7,7 +7,7 @@ at least once a minute (:mod:`bench.atomic.progress`). A job is
 - **done** when its output is this study's and up to date (:func:`up_to_date`), as Snakemake
   would find it: the output exists (a run: ``run.json``; a prepared fold: ``meta.json``),
   every job it needs is done and none is newer, and where the output records the settings it
-  was made with, they are this config's (a run config's text, a prepared fold's options). So
+  was made with, they are this config's (a run's run config digest, a prepared fold's options). So
   another profile's outputs at the same paths (the default study's tables, the scale profile's
   statistics) do not count: the runs they were made from are not this profile's;
 - **running** when its progress record was updated within ``stale_s`` (default 10 minutes:
@@ -33,7 +33,7 @@ of the device each rule runs on (:func:`bench.costs.calibration.find_calibration
 cluster requests are sized). A target with a job that has no
 projection (no calibration yet, a fold whose shape is unknown until prepared, a run kind
 without a cost model) shows its time left as unknown, with the reasons, never the sum of the
-others alone. Local steps (:data:`bench.costs.model.LOCAL_RULES`: run configs, the report,
+others alone. Local steps (:data:`bench.costs.model.LOCAL_RULES`: the report,
 downloads) are not device time and count 0.
 """
 
@@ -46,12 +46,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.config import plan
+from bench.config import kinds, plan, tuning
 from bench.config.jobs import Job, target_jobs
+from bench.config.run import read_run_config, run_config_digest
 from bench.costs.calibration import Calibration, find_calibration
 from bench.costs.model import LOCAL_RULES, Context, Projection, project
 from bench.costs.sizing import device_kind
-from bench.errors import IntegrityError
+from bench.errors import ConfigError, IntegrityError
 from bench.results import read_run_info
 
 STATES = ("done", "running", "interrupted", "remaining")
@@ -68,13 +69,23 @@ def done_marker(job: Job) -> Path:
     return Path(job.output)
 
 
-def _run_config_is_this_studys(config: dict[str, Any], job: Job) -> bool:
+def _run_is_this_studys(config: dict[str, Any], job: Job) -> bool:
+    """The run was made with this study's run config: the digest its ``run.json`` records
+    (``run_config_sha256``) is that of the planned run config, or for a tuned method's chosen
+    configuration that of the file its tuning wrote (``tuned_config``). A run of the same name
+    made under another profile's settings (or before runs recorded the digest) is not this study's."""
     w = job.wildcards
     try:
-        text = Path(job.output).read_text(encoding="utf-8")
-    except OSError:
+        recorded = read_run_info(job.output).get("run_config_sha256")
+        if tuning.base_of_tuned(w["method"]) is None:
+            wanted = plan.run_config_digest(config, w["experiment"], w["dataset"], w["method"])
+        else:
+            wanted = run_config_digest(read_run_config(plan.RUN_CONFIG.format(**w)))
+    except IntegrityError:  # checked against the run's digests: a damaged file stops with one line naming it
+        raise
+    except (OSError, ValueError, ConfigError):  # unreadable: not this study's until rerun
         return False
-    return text == plan.run_config_text(config, w["experiment"], w["dataset"], w["method"])
+    return recorded == wanted
 
 
 def _prepared_is_this_studys(config: dict[str, Any], job: Job) -> bool:
@@ -108,7 +119,7 @@ def _scaling_is_this_studys(config: dict[str, Any], job: Job) -> bool:
 
 #: rule -> whether an existing output records this config's settings (the others are compared
 #: by their inputs only)
-RECORDS = {"run_config": _run_config_is_this_studys, "prepare": _prepared_is_this_studys,
+RECORDS = {**dict.fromkeys(kinds.rules(), _run_is_this_studys), "prepare": _prepared_is_this_studys,
            "perf_scaling": _scaling_is_this_studys}
 
 

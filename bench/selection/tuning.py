@@ -24,12 +24,12 @@ labels, retrains every configuration and finds every record unchanged.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 from bench.atomic import atomic_path
+from bench.config.run import run_config_text
 from bench.errors import UsageError
 from bench.results import parse_spec, read_record, read_run_info, write_record
 from bench.selection import choose
@@ -63,7 +63,7 @@ def tuned_config(spec: dict[str, Any], out: str | Path) -> str:
     if entry is None or entry["chosen"] not in spec["configs"]:
         raise UsageError(f"{spec['record']}: no chosen configuration of {spec['method']!r} among "
                          f"{sorted(spec['configs'])}: the record is stale; rebuild it (rule tune)")
-    text = json.dumps(spec["configs"][entry["chosen"]], indent=2, sort_keys=True) + "\n"
+    text = run_config_text(spec["configs"][entry["chosen"]])
     with atomic_path(out) as tmp:
         Path(tmp).write_text(text, encoding="utf-8")
     return str(entry["chosen"])

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.config import kinds
-from bench.config.run import read_run_config
+from bench.config.run import parse_run_config_json, read_run_config, run_config_digest
 from bench.errors import ConfigError, UsageError
 from bench.training.common import DEVICE_CHOICES
 from bench.training.refit import job_settings
@@ -44,7 +44,10 @@ def add_run_arguments(p, *, method_help: str, config_help: str, quiet_help: str,
     p.add_argument("--out", required=True, help="run directory to create")
     p.add_argument("--method", required=True, help=method_help)
     p.add_argument("--seed", required=True, type=int)
-    p.add_argument("--config", required=True, help=config_help)
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--config", help=config_help)
+    source.add_argument("--config-json", metavar="JSON",
+                        help="the same config as JSON text (what the workflow passes a planned run)")
     p.add_argument("--device", default="auto", choices=DEVICE_CHOICES)
     p.add_argument("--quiet", action="store_true", help=quiet_help)
     p.add_argument("--threads", type=int, default=0, help=threads_help)
@@ -73,15 +76,21 @@ def run_job(config: dict[str, Any], prepared_dir: str | os.PathLike, out_dir: st
 
 
 def run_from_cli(args) -> int:
-    """Load ``args.config``, run the job and print the run dir.
+    """Load ``args.config`` (or parse ``args.config_json``), run the job and print the run dir.
+    The run records the config's digest (:func:`bench.config.run.run_config_digest`) in
+    ``run.json``, whichever way it came.
 
     A missing file becomes a :class:`bench.errors.UsageError` naming it; the run functions'
     own errors are :class:`bench.errors.BenchError` already.
     """
     try:
-        out = run_job(read_run_config(args.config), args.prepared, args.out, method=args.method, seed=args.seed,
+        if args.config_json is not None:
+            config = parse_run_config_json(args.config_json, "--config-json")
+        else:
+            config = read_run_config(args.config)
+        out = run_job(config, args.prepared, args.out, method=args.method, seed=args.seed,
                       rule=args.command, device=args.device, quiet=args.quiet, threads=args.threads or None,
-                      checkpoint_dir=args.checkpoint_dir)
+                      checkpoint_dir=args.checkpoint_dir, run_config_sha256=run_config_digest(config))
     except FileNotFoundError as exc:
         raise UsageError(f"{exc.filename or exc}: not found ({exc.strerror or exc})") from exc
     print(out)

@@ -115,10 +115,15 @@ class RunOutput:
 
 
 def write_result(out_dir: str | os.PathLike, run: RunFold, output: RunOutput, *, kind: str,
-                 config: dict[str, Any], device_requested: str, protocol: dict[str, Any]) -> Path:
-    """Provenance header + the trainer's facts -> ``run.json``; write the run directory."""
+                 config: dict[str, Any], device_requested: str, protocol: dict[str, Any],
+                 run_config_sha256: str | None = None) -> Path:
+    """Provenance header + the trainer's facts -> ``run.json``; write the run directory.
+    ``run_config_sha256``: the digest of the run config the job was given
+    (:func:`bench.config.run.run_config_digest`; None for a library call without one)."""
     header = run_header(kind=kind, identity=run.identity, config=config, device_requested=device_requested,
                         protocol=protocol, fingerprint=run.prepared.fingerprint, prepared_dir=run.prepared_dir)
+    if run_config_sha256 is not None:
+        header["run_config_sha256"] = run_config_sha256
     graded = config.get("metrics") if isinstance(config, dict) else None
     convention = graded.get("convention", "default") if isinstance(graded, dict) else "default"
     metrics = label_metrics(output.frame, **run.identity, convention=convention)

@@ -505,6 +505,7 @@ def gbdt_run(
     device: str = "auto",
     quiet: bool = False,
     threads: int | None = None,
+    run_config_sha256: str | None = None,
 ) -> Path:
     """Train one GBDT method on a prepared fold with ``seed``; write the run directory.
 
@@ -544,17 +545,23 @@ def gbdt_run(
                                 checkpoint=g.checkpoint, refit=g.refit)
         result = _result(g, record, frame, fit_seconds=fit_seconds, refit=refit)
         if not quiet:
-            log(
-                f"{cfg['gbdt']} {cfg['objective']}: {record['rounds_trained']} rounds, best {record['best_iteration']}, "
-                f"vali {stop} {result['best_vali']}, {fit_seconds:.1f}s on {record['device']}"
-                + ("" if refit is None else f"; refit {refit['rounds']} rounds on train + validation, "
-                                            f"{refit['seconds']:.1f}s")
-            )
+            _log_fit(cfg, record, result, fit_seconds, refit)
         reporter.phase = "writing the run directory"
         output = RunOutput(scores, frame, _curve(cfg, g.history), _facts(g, record, result, started))
-        out = write_result(out_dir, run, output, kind="gbdt", config=cfg, device_requested=device, protocol=protocol)
+        out = write_result(out_dir, run, output, kind="gbdt", config=cfg, device_requested=device, protocol=protocol,
+                           run_config_sha256=run_config_sha256)
     reporter.clear()  # the run directory is written (and the heartbeat stopped): the record has served
     return out
+
+
+def _log_fit(cfg: dict[str, Any], record: dict[str, Any], result: dict[str, Any], fit_seconds: float,
+             refit: dict[str, Any] | None) -> None:
+    """One line: rounds trained, the best round, its validation value, the time (and the refit's)."""
+    log(
+        f"{cfg['gbdt']} {cfg['objective']}: {record['rounds_trained']} rounds, best {record['best_iteration']}, "
+        f"vali {cfg['early_stopping_metric']} {result['best_vali']}, {fit_seconds:.1f}s on {record['device']}"
+        + ("" if refit is None else f"; refit {refit['rounds']} rounds on train + validation, {refit['seconds']:.1f}s")
+    )
 
 
 def _facts(g: GbdtFit, record: dict[str, Any], result: dict[str, Any], started: float) -> dict[str, Any]:

@@ -201,6 +201,7 @@ def linear_run(
     device: str = "auto",
     quiet: bool = False,
     threads: int | None = None,
+    run_config_sha256: str | None = None,
 ) -> Path:
     """Fit the method's ridge grid on a prepared fold, pick on validation, score test; write the run.
 
@@ -247,7 +248,7 @@ def linear_run(
         }
         reporter.phase = "writing the run directory"
         out = write_result(out_dir, run, RunOutput(scores, frame, _curve(cfg, sel), facts), kind="linear", config=cfg,
-                           device_requested=device, protocol=protocol)
+                           device_requested=device, protocol=protocol, run_config_sha256=run_config_sha256)
     reporter.clear()  # the run directory is written (and the heartbeat stopped): the record has served
     return out
 

@@ -59,6 +59,7 @@ def train_run(
     quiet: bool = False,
     checkpoint_dir: str | os.PathLike | None = None,
     threads: int | None = None,
+    run_config_sha256: str | None = None,
 ) -> Path:
     """Train ``method`` on a prepared fold with ``seed``; write the run directory; return it.
 
@@ -100,7 +101,8 @@ def train_run(
         output = _output(run, result, dev, wall_time_s=result["elapsed_before"] + (time.perf_counter() - started))
         output.facts["torch_threads"] = n_threads
         reporter.phase = "writing the run directory"
-        out = write_result(out_dir, run, output, kind="neural", config=cfg, device_requested=device, protocol=protocol)
+        out = write_result(out_dir, run, output, kind="neural", config=cfg, device_requested=device, protocol=protocol,
+                           run_config_sha256=run_config_sha256)
     reporter.clear()  # the run directory is written (and the heartbeat stopped): the record has served
     if not cfg["train"]["keep_checkpoint"]:
         shutil.rmtree(ckpt_dir, ignore_errors=True)

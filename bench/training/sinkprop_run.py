@@ -68,6 +68,7 @@ def protocol_run(
     device: str = "auto",
     quiet: bool = False,
     threads: int | None = None,
+    run_config_sha256: str | None = None,
 ) -> Path:
     """Train ``method`` on a prepared fold under the config's ``sinkprop_protocol``; write the run."""
     started = time.perf_counter()
@@ -102,7 +103,8 @@ def protocol_run(
                                 early_stopping_metric=cfg["train"]["early_stopping_metric"], sinkprop_protocol=proto)
         reporter.phase = "writing the run directory"
         out = write_result(out_dir, run, RunOutput(scores, frame, fitted["curve"], facts), kind="sinkprop_protocol",
-                           config={**cfg, "sinkprop_protocol": proto}, device_requested=device, protocol=protocol)
+                           config={**cfg, "sinkprop_protocol": proto}, device_requested=device, protocol=protocol,
+                           run_config_sha256=run_config_sha256)
     reporter.clear()  # the run directory is written (and the heartbeat stopped): the record has served
     return out
 

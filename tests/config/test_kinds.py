@@ -9,6 +9,7 @@ import pytest
 
 from bench.config import kinds, plan
 from bench.config.jobs import target_jobs
+from bench.config.run import run_config_digest
 from bench.config.validate import load_config
 
 # the whole of a hypothetical run kind: a resolver and a run function in one module
@@ -22,10 +23,12 @@ def resolve(config, method):
     return {"value": float(method_entry(config, method)["constant"])}
 
 
-def run(settings, prepared_dir, out_dir, *, method, seed, device="auto", quiet=False, threads=None):
+def run(settings, prepared_dir, out_dir, *, method, seed, device="auto", quiet=False, threads=None,
+        run_config_sha256=None):
     out = Path(out_dir)
     out.mkdir(parents=True)
-    (out / "run.json").write_text(f'{{"kind": "constant", "value": {settings["value"]}, "seed": {seed}}}')
+    (out / "run.json").write_text(f'{{"kind": "constant", "value": {settings["value"]}, "seed": {seed}, '
+                                  f'"run_config_sha256": "{run_config_sha256}"}}')
     return out
 '''
 
@@ -74,7 +77,12 @@ def test_a_new_kind_is_planned_and_dispatched(constant_kind, tmp_path):
 
     args = ["--prepared", str(tmp_path / "unused"), "--method", "const", "--seed", "3", "--config", str(path)]
     assert main(["train", "--out", str(tmp_path / "run"), *args]) == 0
-    assert json.loads((tmp_path / "run" / "run.json").read_text()) == {"kind": "constant", "value": 0.25, "seed": 3}
+    assert json.loads((tmp_path / "run" / "run.json").read_text()) == {
+        "kind": "constant", "value": 0.25, "seed": 3, "run_config_sha256": run_config_digest(run_cfg)}
+    # the same config as JSON on the command line (what the workflow passes): the same run, the same digest
+    inline = [*args[:-2], "--config-json", json.dumps(run_cfg, separators=(",", ":"))]
+    assert main(["train", "--out", str(tmp_path / "inline"), *inline]) == 0
+    assert (tmp_path / "inline" / "run.json").read_text() == (tmp_path / "run" / "run.json").read_text()
     # another kind's command refuses it, naming its own
     assert main(["gbdt", "--out", str(tmp_path / "other"), *args]) == 2
     assert not (tmp_path / "other").exists()

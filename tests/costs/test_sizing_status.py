@@ -14,6 +14,7 @@ from bench import cluster
 from bench.atomic.progress import write_progress
 from bench.config import plan
 from bench.config.jobs import Job
+from bench.config.run import run_config_digest
 from bench.config.validate import load_config
 from bench.costs import model, sizing, status
 from bench.costs.calibration import (
@@ -110,9 +111,9 @@ def _job(method: str) -> Job:
     return Job("train", plan.RUN.format(**w), w, ["pirank_table1"])
 
 
-def _prepared_and_configured(config, job: Job, *, run_config_text: str | None = None) -> None:
-    """The run's inputs as this config's workflow writes them: its prepared fold's meta.json
-    (the dataset's resolved options) and its run config's text, both older than what follows."""
+def _prepared(config, job: Job) -> None:
+    """The run's prepared fold as this config's workflow writes it: its meta.json (the dataset's
+    resolved options), older than what follows."""
     from bench.data.prepare import resolve_options
 
     w = job.wildcards
@@ -120,11 +121,18 @@ def _prepared_and_configured(config, job: Job, *, run_config_text: str | None = 
     fold.mkdir(parents=True, exist_ok=True)
     options = resolve_options(config["datasets"][w["dataset"]]["options"], True)
     (fold / "meta.json").write_text(json.dumps({"options": options, "fold": w["fold"]}))
-    run_config = Path(plan.RUN_CONFIG.format(**w))
-    run_config.parent.mkdir(parents=True, exist_ok=True)
-    run_config.write_text(run_config_text or plan.run_config_text(config, w["experiment"], w["dataset"], w["method"]))
-    for path in (fold / "meta.json", run_config):
-        os.utime(path, (time.time() - 60, time.time() - 60))
+    os.utime(fold / "meta.json", (time.time() - 60, time.time() - 60))
+
+
+def _finished(config, job: Job, *, run_config_sha256: str | None = None, **facts) -> Path:
+    """A finished run's run.json, recording the digest of this config's run config (as a run the
+    workflow starts does) unless another is given."""
+    w = job.wildcards
+    digest = run_config_sha256 or plan.run_config_digest(config, w["experiment"], w["dataset"], w["method"])
+    os.makedirs(job.output, exist_ok=True)
+    path = Path(job.output) / "run.json"
+    path.write_text(json.dumps({**facts, "run_config_sha256": digest}))
+    return path
 
 
 def test_status_of_a_half_finished_study(tmp_path, monkeypatch):
@@ -134,10 +142,9 @@ def test_status_of_a_half_finished_study(tmp_path, monkeypatch):
     monkeypatch.setenv("LTR_BENCH_CALIBRATION", str(cal.path))
     monkeypatch.chdir(tmp_path)  # the study's files are relative to the working directory
     done, running = _job("ranknet"), _job("pirank_ndcg_t1000")
-    _prepared_and_configured(config, done)
-    os.makedirs(done.output)
+    _prepared(config, done)
     projected = project(Context(config, cal), done).seconds
-    (tmp_path / done.output / "run.json").write_text(json.dumps({"wall_time_s": 2 * projected}))
+    _finished(config, done, wall_time_s=2 * projected)
     now = time.time()
     os.makedirs(os.path.dirname(running.output), exist_ok=True)
     write_progress(running.output, {"kind": "neural", "updated": now - 5, "unit": "step", "done": 30, "total": 60,
@@ -148,8 +155,8 @@ def test_status_of_a_half_finished_study(tmp_path, monkeypatch):
     assert by_output[running.output].eta_s == pytest.approx(95.0)
     assert ratios == {"train": pytest.approx(2.0)}  # the finished run took twice its projection
     table = next(r for r in rows if r.name == "pirank_table1")
-    # done: the prepared fold, ranknet's run config and its run
-    assert table.counts == {"done": 3, "running": 1, "interrupted": 0, "remaining": 4}
+    # done: the prepared fold and ranknet's run
+    assert table.counts == {"done": 2, "running": 1, "interrupted": 0, "remaining": 3}
     assert not table.unknown and "unknown" not in status.render(states, rows, ratios, title="t")
     left = sum(2 * project(Context(config, cal), s.job).seconds if s.job.rule == "train" else
                project(Context(config, cal), s.job).seconds
@@ -190,16 +197,17 @@ def test_another_profiles_outputs_are_not_this_studys(tmp_path, monkeypatch):
     states, rows, _ = status.study_status(config, ["pirank_table1"])
     assert rows[-1].counts["done"] == 0
     run = _job("ranknet")
-    _prepared_and_configured(config, run, run_config_text="{}\n")  # another profile's run config
-    os.makedirs(run.output)
-    (tmp_path / run.output / "run.json").write_text(json.dumps({"wall_time_s": 1.0}))
+    _prepared(config, run)
+    _finished(config, run, run_config_sha256=run_config_digest({}), wall_time_s=1.0)  # another profile's run config
     for out in (plan.STATS.format(table="pirank_table1"), "reports/tables/pirank_table1.md"):
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         Path(out).write_text("made by another profile")
     states, rows, _ = status.study_status(config, ["pirank_table1"])
     assert {s.job.rule for s in states if s.state == "done"} == {"prepare"}  # same dataset options: the fold is
     # a newer fold than the run: the run is stale even with this study's run config
-    _prepared_and_configured(config, run)
+    _finished(config, run, wall_time_s=1.0)
+    states, _, _ = status.study_status(config, ["pirank_table1"])
+    assert {s.job.output: s.state for s in states}[run.output] == "done"  # this study's run config: done
     os.utime(plan.PREPARED.format(dataset="mslr-like", fold="Fold1") + "/meta.json")
     states, _, _ = status.study_status(config, ["pirank_table1"])
     assert {s.job.output: s.state for s in states}[run.output] == "remaining"

@@ -125,7 +125,10 @@ def run_config_input(wildcards):
 
 def run_config_option(wildcards):
     """`--config FILE` for a tuned method's chosen configuration, else `--config-json TEXT` with
-    the planned run config (bench.config.plan.run_config_argument), quoted for the shell."""
+    the planned run config (bench.config.plan.run_config_argument), quoted for the shell. A function
+    of the wildcards only, on purpose: Snakemake's params trigger records a param function's value
+    unless it takes input, output, threads or resources, and that record is what reruns a run
+    whose config changed (tests/test_workflow.py)."""
     path = _tuned_run_config(wildcards)
     if path is not None:
         return f"--config {shlex.quote(path)}"

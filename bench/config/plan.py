@@ -38,7 +38,6 @@ from bench.choices import DATASET_CONVENTION
 from bench.config import heatmap, kinds, schema, selection, tuning
 from bench.config.run import model_type, resolve_section
 from bench.config.run import run_config_digest as run_digest
-from bench.config.run import run_config_text as run_text
 from bench.errors import ConfigError
 
 TABLES: tuple[str, ...] = (
@@ -364,12 +363,6 @@ def vali_curve_list_size(config: dict[str, Any], experiment: str, dataset: str, 
     if dataset != resolve_role(config, spec["dataset"]) or method not in spec["methods"]:
         return None
     return int(spec["vali_list_size"])
-
-
-def run_config_text(config: dict[str, Any], experiment: str, dataset: str, method: str) -> str:
-    """:func:`run_config` as canonical text (:func:`bench.config.run.run_config_text`: sorted,
-    indented JSON), what ``ltr-bench train|gbdt|linear --config FILE`` reads from a file."""
-    return run_text(run_config(config, experiment, dataset, method))
 
 
 def run_config_argument(config: dict[str, Any], experiment: str, dataset: str, method: str) -> str:

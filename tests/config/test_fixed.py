@@ -29,7 +29,7 @@ def _answers(config):
                 out.append(plan.tune_spec(config, experiment, ds, method))
     for rule in kinds.rules():
         names = plan.method_names(config, rule=rule)
-        out.append([plan.run_config_text(config, "unified", "syn-web", m) for m in names if "+" in m][:20])
+        out.append([plan.run_config_argument(config, "unified", "syn-web", m) for m in names if "+" in m][:20])
     return json.loads(json.dumps(out, default=str))
 
 

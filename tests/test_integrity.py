@@ -143,7 +143,7 @@ def test_a_flipped_bit_in_a_runs_scores_stops_evaluate_and_retraining_restores_t
     flip(RUN / "scores.npy")
     assert main(_evaluate()) == 2
     _one_line_error(capsys, "evaluate", RUN / "scores.npy",
-                    f"`snakemake --cores 2 {RUN}/scores.npy --forcerun linear`")
+                    f"`snakemake --cores 2 {RUN}/run.json --forcerun linear`")
     assert main(_linear()) == 0
     assert main(_evaluate()) == 0
     _same_bytes(study, [RUN / "scores.npy", EVALUATED])
@@ -155,7 +155,7 @@ def test_every_run_file_is_checked_by_its_reader(study, name, reader):
     reader(RUN)
     flip(RUN / name)
     with pytest.raises(IntegrityError, match=rf"{RUN / name}: contents changed .* rebuild it: `snakemake "
-                                             rf"--cores 2 {RUN}/scores.npy --forcerun "):
+                                             rf"--cores 2 {RUN}/run.json --forcerun "):
         reader(RUN)
     with pytest.raises(IntegrityError) if name == "metrics.parquet" else _nothing():
         read_frames([RUN / "metrics.parquet"])

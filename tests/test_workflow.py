@@ -155,14 +155,14 @@ def test_a_changed_method_reruns_its_own_runs_and_no_other(tmp_path):
 
     root = _copy_workflow(tmp_path / "study")
     run = "results/runs/pirank_ablation/syn-web/Fold1/pirank_ndcg_L10/seed0"
-    proc = snakemake("--cores", "2", f"{run}/scores.npy", cwd=root)
+    proc = snakemake("--cores", "2", plan.run_record(run), cwd=root)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     recorded = json.loads((root / run / "run.json").read_text())["run_config_sha256"]
     assert recorded == plan.run_config_digest(load_config(), "pirank_ablation", "syn-web", "pirank_ndcg_L10")
 
     def planned(change: str) -> list[tuple[str, dict[str, str]]]:
         (root / "change.yaml").write_text(change)
-        proc = snakemake("-n", "--nolock", f"{run}/scores.npy", "--configfile", "change.yaml", cwd=root)
+        proc = snakemake("-n", "--nolock", plan.run_record(run), "--configfile", "change.yaml", cwd=root)
         assert proc.returncode == 0, proc.stderr[-3000:]
         return [(rule, w) for rule, w in _jobs(proc.stdout) if rule == "train"]
 

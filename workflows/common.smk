@@ -116,11 +116,16 @@ def _tuned_run_config(wildcards):
     return RUN_CONFIG.format(experiment=wildcards.experiment, dataset=wildcards.dataset, method=wildcards.method)
 
 
-def run_config_input(wildcards):
-    """A run's run config as an input: only a tuned method's chosen configuration is a file; a
-    planned method's is known from the config and goes on the command line (run_config_option)."""
+def run_upstream(wildcards):
+    """What a run needs besides its fold, in one input function (each one is called per job): a
+    tuned method's chosen configuration, the only run config that is a file (a planned method's
+    goes on the command line, run_config_option), and for a compared loss's run the check that
+    the frozen baselines reproduce (rule check_frozen)."""
     path = _tuned_run_config(wildcards)
-    return [] if path is None else [path]
+    needs = [] if path is None else [path]
+    if wildcards.experiment == plan.COMPARE_EXPERIMENT:
+        needs.append(plan.FROZEN_CHECKED.format(dataset=wildcards.dataset))
+    return needs
 
 
 def run_config_option(wildcards):
@@ -136,16 +141,13 @@ def run_config_option(wildcards):
     return f"--config-json {shlex.quote(text)}"
 
 
-def run_command(wildcards):
-    return _planned(plan.run_rule)(wildcards.experiment, wildcards.method)
-
-
 def evaluated_runs(wildcards):
     return _planned(plan.evaluated_runs)(wildcards.name, wildcards.dataset, wildcards.fold)
 
 
-def evaluated_scores(wildcards):
-    return [f"{run['dir']}/scores.npy" for run in evaluated_runs(wildcards)]
+def evaluated_records(wildcards):
+    """The evaluated runs' tracked files (plan.run_record); `ltr-bench evaluate` reads their scores."""
+    return [plan.run_record(run["dir"]) for run in evaluated_runs(wildcards)]
 
 
 def evaluation_records(wildcards):

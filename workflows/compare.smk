@@ -37,7 +37,7 @@ rule check_frozen:
     input:
         prepared=lambda w: prepared_folds(w.dataset),
     output:
-        "results/compare/{dataset}/frozen.ok",
+        plan.FROZEN_CHECKED,
     params:
         frozen=lambda w: plan.frozen_dir(config, w.dataset),
         protocol=lambda w: study_protocol_json(w.dataset),
@@ -82,7 +82,7 @@ rule compare_table:
     input:
         new=lambda w: evaluated_files(plan.COMPARE_EXPERIMENT, [w.dataset]),
         prepared=lambda w: prepared_folds(w.dataset),
-        checked="results/compare/{dataset}/frozen.ok",
+        checked=plan.FROZEN_CHECKED,
         # the tuned new losses' records: the page states each side's budget (bench.config.tuning)
         tuning=lambda w: _planned(plan.tuning_records)(plan.COMPARE_EXPERIMENT, w.dataset),
     output:

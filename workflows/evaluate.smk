@@ -4,7 +4,7 @@
 rule evaluate:
     input:
         prepared=PREPARED,
-        scores=evaluated_scores,
+        records=evaluated_records,
         selection=evaluation_records,
     output:
         EVALUATED,

@@ -3,6 +3,10 @@
 # (bench.config.kinds.RUN_KINDS), used once per kind's rule: `train` (neural methods, SinkProp's
 # own protocol), `gbdt` (LightGBM, XGBoost), `linear` (least squares). The rule names are what
 # the cost models, the cluster sizes and bench.config.jobs know; each runs `ltr-bench <rule>`.
+#
+# A run job's output is its run.json alone (bench.config.plan.RUN_RECORD): the run directory
+# appears in one rename, and Snakemake's cost per job grows with each file, input function and
+# param function it holds, 12,000 times over in the paper profile (docs/paper-scale.md).
 
 
 # the template: it matches no method itself; each `use rule run as <rule>` below runs the
@@ -10,13 +14,9 @@
 rule run:
     input:
         prepared=PREPARED,
-        config=run_config_input,
-        checked=lambda w: [f"results/compare/{w.dataset}/frozen.ok"] if w.experiment == "compare" else [],
+        upstream=run_upstream,
     output:
-        scores=f"{RUN}/scores.npy",
-        run_json=f"{RUN}/run.json",
-        curve=f"{RUN}/curve.csv",
-        metrics=f"{RUN}/metrics.parquet",
+        run_json=plan.run_record(RUN),
     params:
         run_dir=RUN,  # a string: Snakemake fills in the wildcards (no function to call per job)
         device=config["device"],
@@ -28,8 +28,8 @@ rule run:
         # `--config-json TEXT` (a planned method's run config, kept with the job's params: a changed
         # config reruns that method's runs) or `--config FILE` (a tuned method's chosen configuration)
         run_config=run_config_option,
-        # `ltr-bench <rule>`: the rule of the method's run kind (bench.config.plan.run_rule)
-        command=run_command,
+        # params.command, `ltr-bench <rule>`: set by each run kind's rule below (a string per rule,
+        # not a function per job)
     wildcard_constraints:
         method="(?!)",
     log:
@@ -49,6 +49,8 @@ rule run:
 use rule run as train with:
     wildcard_constraints:
         method=RULE_METHODS["train"],
+    params:
+        command="train",
     group: cluster_group("train")
     resources:
         **cluster_resources("train"),
@@ -58,6 +60,8 @@ use rule run as train with:
 use rule run as gbdt with:
     wildcard_constraints:
         method=RULE_METHODS["gbdt"],
+    params:
+        command="gbdt",
     group: cluster_group("gbdt")
     resources:
         **cluster_resources("gbdt"),
@@ -66,6 +70,8 @@ use rule run as gbdt with:
 use rule run as linear with:
     wildcard_constraints:
         method=RULE_METHODS["linear"],
+    params:
+        command="linear",
     group: cluster_group("linear")
     resources:
         **cluster_resources("linear"),

@@ -235,7 +235,7 @@ def rebuild_hint(path: str | os.PathLike) -> str:
         return f"`snakemake --cores 2 {target} --forcerun prepare`{extra}"
     if len(parts) >= 7 and parts[:2] == ("results", "runs"):
         run = Path(*parts[:7])
-        target = (run / "scores.npy").as_posix()
+        target = (run / "run.json").as_posix()  # the run's one tracked file (bench.config.plan.RUN_RECORD)
         try:
             kind = json.loads((run / "run.json").read_text(encoding="utf-8")).get("kind")
         except (OSError, ValueError, AttributeError):

@@ -272,7 +272,7 @@ class _Jobs:
             with self.upstream() as inputs:
                 with self.upstream() as prepared:
                     self.prepared(dataset, list(self.config["datasets"][dataset]["folds"]))
-                self.add("check_frozen", f"results/compare/{dataset}/frozen.ok", prepared, dataset=dataset)
+                self.add("check_frozen", plan.FROZEN_CHECKED.format(dataset=dataset), prepared, dataset=dataset)
                 self.evaluation(plan.COMPARE_EXPERIMENT, dataset)
             self.add("compare_table", f"reports/compare/{dataset}.md", inputs, dataset=dataset)
 

@@ -480,7 +480,24 @@ def report_file(config: dict[str, Any]) -> str:
 
 PREPARED = "results/prepared/{dataset}/{fold}"
 RUN = "results/runs/{experiment}/{dataset}/{fold}/{method}/seed{seed}"
+# The one file of a run directory that the workflow tracks: the `run` rule's output and every
+# run reader's input. bench.results.write_run renames the whole directory (scores, metrics,
+# curve, run.json, digests) into place in one step, so a run.json there means the rest is too,
+# and each reader verifies the files it opens against their digests. One file per run, not four:
+# Snakemake's cost per job grows with its files (docs/paper-scale.md).
+RUN_RECORD = "run.json"
+
+
+def run_record(run_dir: str) -> str:
+    """The file the workflow tracks for the run in ``run_dir`` (:data:`RUN_RECORD`).
+
+    >>> run_record("results/runs/pirank/syn-web/Fold1/ranknet/seed0")
+    'results/runs/pirank/syn-web/Fold1/ranknet/seed0/run.json'
+    """
+    return f"{run_dir}/{RUN_RECORD}"
+
 RUN_CONFIG = "results/configs/{experiment}/{dataset}/{method}.json"
+FROZEN_CHECKED = "results/compare/{dataset}/frozen.ok"  # the frozen baselines reproduce here (check_frozen)
 EVALUATED = "results/evaluated/{name}/{dataset}/{fold}.parquet"
 STATS = "results/stats/{table}.parquet"
 LOSS_CURVES = "results/figures/neuralndcg_curves.parquet"
@@ -1061,13 +1078,13 @@ def figure_inputs(config: dict[str, Any], figure: str) -> list[str]:
     figure_outputs(config, figure)  # enabled?
     spec = config["figures"][figure]
     if figure == "annealing_figure":
-        return [f"{d}/curve.csv" for _, dirs in figure_runs(config, figure) for d in dirs]
+        return [run_record(d) for _, dirs in figure_runs(config, figure) for d in dirs]
     if figure == "letor_curves":
         return evaluated_files(config, spec["table"], table_datasets(config, spec["table"]))
     if figure == "scaling_figure":
         return [profiled(config, SCALING_CSV)]
     if figure == "temperature_figure":
-        return [f"{d}/curve.csv" for _, dirs in figure_runs(config, "temperature_figure") for d in dirs]
+        return [run_record(d) for _, dirs in figure_runs(config, "temperature_figure") for d in dirs]
     if figure == "listsize_figure":
         return [profiled(config, STATS).format(table=spec["table"])]
     if figure == heatmap.FIGURE:
@@ -1286,7 +1303,7 @@ def computed_table_inputs(config: dict[str, Any], name: str) -> list[str]:
         return [d for ds in study_datasets(config) for d in prepared_folds(config, ds)]
     dataset, runs = _cost_runs(config)
     table = config["computed_tables"][name]["table"]
-    return [f"{r['dir']}/{f}" for r in runs for f in ("run.json", "curve.csv")] + table_records(config, table, [dataset])
+    return [run_record(r["dir"]) for r in runs] + table_records(config, table, [dataset])
 
 
 def computed_table_spec(config: dict[str, Any], name: str) -> dict[str, Any]:
@@ -1562,10 +1579,10 @@ def select_spec(config: dict[str, Any], table: str, dataset: str, fold: str) -> 
 
 
 def select_inputs(config: dict[str, Any], table: str, dataset: str, fold: str) -> list[str]:
-    """The run records ``ltr-bench select`` reads: every grid point's ``run.json`` and ``curve.csv``."""
+    """The runs ``ltr-bench select`` reads (their ``run.json`` and ``curve.csv``): every grid point's,
+    each tracked by its :func:`run_record`."""
     spec = select_spec(config, table, dataset, fold)
-    return [f"{d}/{f}" for m in spec["methods"].values() for p in m["points"] for d in p["dirs"]
-            for f in ("run.json", "curve.csv")]
+    return [run_record(d) for m in spec["methods"].values() for p in m["points"] for d in p["dirs"]]
 
 
 def selection_table_outputs(config: dict[str, Any], table: str) -> list[str]:
@@ -1851,9 +1868,10 @@ def tune_spec(config: dict[str, Any], experiment: str, dataset: str, method: str
 
 
 def tune_inputs(config: dict[str, Any], experiment: str, dataset: str, method: str) -> list[str]:
-    """The run records ``ltr-bench tune`` reads: every configuration's ``run.json`` and ``curve.csv``."""
+    """The runs ``ltr-bench tune`` reads (their ``run.json`` and ``curve.csv``): every configuration's,
+    each tracked by its :func:`run_record`."""
     spec = tune_spec(config, experiment, dataset, method)
-    return [f"{d}/{f}" for p in spec["methods"][method]["points"] for d in p["dirs"] for f in ("run.json", "curve.csv")]
+    return [run_record(d) for p in spec["methods"][method]["points"] for d in p["dirs"]]
 
 
 def tuned_config_spec(config: dict[str, Any], experiment: str, dataset: str, method: str) -> dict[str, Any]:
@@ -1918,7 +1936,7 @@ def quality_cost_inputs(config: dict[str, Any]) -> list[str]:
     figure_outputs(config, "quality_cost_figure")  # enabled?
     dataset, runs = _table_runs(config, "figures.quality_cost_figure")
     table = config["figures"]["quality_cost_figure"]["table"]
-    return [profiled(config, STATS).format(table=table), *[f"{r['dir']}/run.json" for r in runs],
+    return [profiled(config, STATS).format(table=table), *[run_record(r["dir"]) for r in runs],
             *table_records(config, table, [dataset])]
 
 

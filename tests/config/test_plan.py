@@ -162,7 +162,7 @@ def test_figures_read_computed_tables(cfg):
     assert plan.figure_inputs(cfg, "recall_heatmap") == ["results/evaluated/recall_heatmap/syn-web/Fold1.parquet"]
     assert plan.figure_inputs(cfg, "neuralndcg_curves") == [plan.LOSS_CURVES]
     runs = plan.figure_spec(cfg, "temperature_figure")["runs"]
-    assert plan.figure_inputs(cfg, "temperature_figure") == [f"{d}/curve.csv" for _, dirs in runs for d in dirs]
+    assert plan.figure_inputs(cfg, "temperature_figure") == [f"{d}/run.json" for _, dirs in runs for d in dirs]
     assert not plan.figure_reads_inputs("temperature_figure") and plan.figure_reads_inputs("neuralndcg_curves")
     curves = cfg["figures"]["neuralndcg_curves"]
     assert plan.loss_curves_args(cfg) == ["--taus", *map(str, curves["taus"]), "--points", str(curves["points"])]
@@ -302,9 +302,10 @@ def test_computed_tables_read_every_prepared_fold_the_runs_records_or_the_toy_ta
     assert plan.computed_table_inputs(cfg, "neuralndcg_table2") == [
         "results/prepared/syn-web/Fold1", "results/prepared/syn-letor/Fold1", "results/prepared/syn-letor/Fold2"]
     files = plan.computed_table_inputs(cfg, "arf_table9")
-    # ARF's row is selected on a 2x2 grid: the runs of its four points, and the selection record
+    # ARF's row is selected on a 2x2 grid: the runs of its four points (each run's tracked run.json),
+    # and the selection record
     n_runs = (len(plan.table_methods(cfg, "arf_table2")) - 1 + 4) * len(plan.table_seeds(cfg, "arf_table2"))
-    assert len(files) == 2 * n_runs + 1 and files[0] == "results/runs/arf/syn-web/Fold1/softmax_pointwise/seed0/run.json"
+    assert len(files) == n_runs + 1 and files[0] == "results/runs/arf/syn-web/Fold1/softmax_pointwise/seed0/run.json"
     assert files[-1] == "results/selection/arf_table2/syn-web/Fold1.json"
     paper = cv.load_config(ROOT / "config" / "paper.yaml")
     spec = plan.computed_table_spec(paper, "arf_table9")

@@ -6,7 +6,7 @@
 #
 # A run job's output is its run.json alone (bench.config.plan.RUN_RECORD): the run directory
 # appears in one rename, and Snakemake's cost per job grows with each file, input function and
-# param function it holds, 12,000 times over in the paper profile (docs/paper-scale.md).
+# param function it holds, once per run job (docs/paper-scale.md).
 
 
 # the template: it matches no method itself; each `use rule run as <rule>` below runs the

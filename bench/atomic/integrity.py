@@ -234,10 +234,10 @@ def rebuild_hint(path: str | os.PathLike) -> str:
         target = Path(*parts[:4]).as_posix()
         return f"`snakemake --cores 2 {target} --forcerun prepare`{extra}"
     if len(parts) >= 7 and parts[:2] == ("results", "runs"):
-        run = Path(*parts[:7])
-        target = (run / "run.json").as_posix()  # the run's one tracked file (bench.config.plan.RUN_RECORD)
+        record = Path(*parts[:7]) / "run.json"  # the run's one tracked file (bench.config.plan.RUN_RECORD)
+        target = record.as_posix()
         try:
-            kind = json.loads((run / "run.json").read_text(encoding="utf-8")).get("kind")
+            kind = json.loads(record.read_text(encoding="utf-8")).get("kind")
         except (OSError, ValueError, AttributeError):
             kind = None
         rule = _RUN_RULES.get(kind, target)

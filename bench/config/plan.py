@@ -486,6 +486,14 @@ RUN = "results/runs/{experiment}/{dataset}/{fold}/{method}/seed{seed}"
 # and each reader verifies the files it opens against their digests. One file per run, not four:
 # Snakemake's cost per job grows with its files (docs/paper-scale.md).
 RUN_RECORD = "run.json"
+RUN_CONFIG = "results/configs/{experiment}/{dataset}/{method}.json"
+FROZEN_CHECKED = "results/compare/{dataset}/frozen.ok"  # the frozen baselines reproduce here (check_frozen)
+EVALUATED = "results/evaluated/{name}/{dataset}/{fold}.parquet"
+STATS = "results/stats/{table}.parquet"
+LOSS_CURVES = "results/figures/neuralndcg_curves.parquet"
+SCALING_CSV = "results/perf/scaling.csv"
+TABLE_FORMATS = ("md", "tex", "html")
+FIGURE_FORMATS = ("png", "pdf")
 
 
 def run_record(run_dir: str) -> str:
@@ -495,15 +503,6 @@ def run_record(run_dir: str) -> str:
     'results/runs/pirank/syn-web/Fold1/ranknet/seed0/run.json'
     """
     return f"{run_dir}/{RUN_RECORD}"
-
-RUN_CONFIG = "results/configs/{experiment}/{dataset}/{method}.json"
-FROZEN_CHECKED = "results/compare/{dataset}/frozen.ok"  # the frozen baselines reproduce here (check_frozen)
-EVALUATED = "results/evaluated/{name}/{dataset}/{fold}.parquet"
-STATS = "results/stats/{table}.parquet"
-LOSS_CURVES = "results/figures/neuralndcg_curves.parquet"
-SCALING_CSV = "results/perf/scaling.csv"
-TABLE_FORMATS = ("md", "tex", "html")
-FIGURE_FORMATS = ("png", "pdf")
 
 
 @_memo
@@ -1074,7 +1073,7 @@ def figure_subject(config: dict[str, Any], methods: Iterable[str], dataset: str)
 
 
 def figure_inputs(config: dict[str, Any], figure: str) -> list[str]:
-    """The computed tables a figure reads (temperature: the run curves named in its spec)."""
+    """The computed tables a figure reads (temperature, annealing: the runs named in its spec, by their records)."""
     figure_outputs(config, figure)  # enabled?
     spec = config["figures"][figure]
     if figure == "annealing_figure":

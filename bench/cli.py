@@ -32,12 +32,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "prepare": ("bench.data.cli", "parse/generate, filter, normalise and cache a fold"),
     "synthetic": ("bench.data.cli", "one synthetic draw to an .npz (X, y, qid)"),
     **_TRAINING,
+    "tune": ("bench.training.cli", "train a tuned method's configurations on the tuning fold, then choose one on "
+                                   "its validation"),
+    "tuned-runs": ("bench.training.cli", "train a tuned method's chosen configuration on the folds and seeds the "
+                                         "tuning did not"),
     "evaluate": ("bench.evaluate", "per-query metrics of finished runs on one prepared test split"),
     "export-scores": ("bench.evaluate", "write a run's test scores as a LETOR score file (one per line, test file "
                                         "order) for the official Eval-Score-3.0.pl / Eval-Score-4.0.pl"),
     "select": ("bench.selection", "choose each selected method's grid point on validation (one fold)"),
-    "tune": ("bench.selection.tuning", "choose one tuned method's configuration on the tuning fold's validation"),
-    "tuned-config": ("bench.selection.tuning", "write the run config of a tuned method's chosen configuration"),
     "loss-curves": ("bench.curves", "NDCG vs NeuralNDCG on the papers' toy lists, as a table"),
     "toy-sort": ("bench.curves", "NeuralSort's relaxed sort of NeuralNDCG Table 1's toy list, as a table"),
     "stats": ("bench.stats", "paired significance tests of per-query metrics"),

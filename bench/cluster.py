@@ -42,10 +42,11 @@ DEFAULT_PARTITION, DEFAULT_GPU_PARTITION = "cpu", "gpu"
 
 #: rules that may use a GPU (``resources: gpu=1`` when the config says ``gpu: true``)
 GPU_RULES = frozenset({"train", "perf_scaling"})
-#: rules whose outputs GPU rules read, directly or through the
-#: tuning: a tuned method's chosen configuration trains after `tune` and `tuned_config`, which read
-#: every configuration's runs, GBDT runs among them (a group must not hold jobs before and after them)
-FEED_GPU_RULES = frozenset({"prepare", "check_frozen", "tune", "tuned_config", "gbdt"})
+#: rules whose outputs GPU rules read, directly or through the tuning, and the tuning's two rules
+#: (`tune`, `tuned_runs`), which train a method's runs on its run kind's device (a neural method's on
+#: the GPU: workflows/cluster.smk, trainer_resources) and feed each other: a group must not hold
+#: jobs before and after them, nor jobs of two partitions
+FEED_GPU_RULES = frozenset({"prepare", "check_frozen", "tune", "tuned_runs", "gbdt"})
 
 #: (mem_mb, runtime in minutes) of the default study profile's jobs per rule ("*": every other
 #: rule), the static sizes of the one profile whose jobs are all seconds long. Every other job
@@ -77,7 +78,7 @@ GROUPS: dict[str, dict[str, str]] = {
     "default": dict.fromkeys(("prepare", "train", "gbdt", "linear", "evaluate", "stats", "table", "figure", "loss_curves",
                               "perf_scaling", "freeze_dataset", "check_frozen", "compare_table",
                               "computed_table", "toy_sort", "select", "selection_table", "quality_cost",
-                              "check_reproduced", "tune", "tuned_config", "tuning_summary", "ranking"), "study"),
+                              "check_reproduced", "tune", "tuned_runs", "tuning_summary", "ranking"), "study"),
     "paper": dict.fromkeys(("evaluate", "stats", "table", "figure", "compare_table", "computed_table", "select",
                             "selection_table", "quality_cost", "tuning_summary", "ranking"), "summaries"),
 }

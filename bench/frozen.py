@@ -229,8 +229,9 @@ def load_frozen(frozen_dir: str | Path, manifest: dict[str, Any]) -> pd.DataFram
 
 def refreeze_command(profile: str) -> str:
     """What to type to re-freeze a profile's baselines from the current code: retrain the frozen
-    methods' runs (every run kind's rule), re-evaluate, rewrite the folder; then commit it."""
-    rules = " ".join(kinds.rules())
+    methods' runs (every rule that trains runs, a tuning's two among them), re-evaluate, rewrite
+    the folder; then commit it."""
+    rules = " ".join(kinds.training_rules())
     return (f"`snakemake --cores 2 freeze --forcerun {rules}` (with the study's --configfile) from a clean "
             f"commit, then commit results/frozen/{profile}/")
 

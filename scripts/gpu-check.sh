@@ -20,8 +20,8 @@
 #   plan        (60)  ltr-bench plan pirank_table1 --configfile config/paper.yaml --device cuda: the
 #                     paper plan calibrated on this GPU for one table
 #   study       (100) snakemake unified_table --config device=cuda on the default profile: equal-budget
-#                     tuning end to end on the GPU (each method's configurations trained, the tune and
-#                     tuned_config steps, the chosen ones on every fold, statistics, the table)
+#                     tuning end to end on the GPU (each method's configurations trained and chosen by
+#                     its tune job, the chosen ones on every fold by its tuned_runs job, statistics, the table)
 # A part that runs past its limit is stopped (SIGINT, then SIGKILL 10 s later) and the next one
 # starts. Everything lands in DIR (default: $OUT when set, else reports/perf/gpu-check): summary.md
 # (each part's status, seconds and GPU utilisation), gpu.md (perf all's device record and
@@ -111,7 +111,7 @@ run_study() {
     python -c 'import json, pathlib; runs = [json.loads(p.read_text()) for p in pathlib.Path("results/runs/unified").glob("*/*/*/seed*/run.json")]; print(len(runs), "unified runs; devices", sorted({str(r.get("device")) for r in runs}))' \
     | tee "$WORK/$STUDY_TARGET-runs.txt"
 }
-resolve_study() { snakemake -n "$STUDY_TARGET" --config device=cuda --quiet rules | grep -E "^(tune|tuned_config|train|total) "; }
+resolve_study() { snakemake -n "$STUDY_TARGET" --config device=cuda --quiet rules | grep -E "^(tune|tuned_runs|train|total) "; }
 
 # ---------------------------------------------------------------- one part, under its limit
 if [ -n "$STEP" ]; then

@@ -253,7 +253,7 @@ def test_check_reproduced_records_and_the_cli_fails_naming_the_refreeze(tmp_path
         fz.current_platform = fz_platform
     err = capsys.readouterr().err
     assert "frozen baselines NOT reproduced on the platform they were frozen on: 1/2 methods differ" in err
-    assert "snakemake --cores 2 freeze --forcerun train gbdt linear" in err
+    assert "snakemake --cores 2 freeze --forcerun train gbdt linear tune tuned_runs" in err
     assert json.loads((tmp_path / "rec.json").read_text())["ok"] is False
 
 

@@ -231,3 +231,21 @@ def test_write_frame_without_digest_writes_no_sidecar(tmp_path):
 
     write_frame(pd.DataFrame({"a": [1]}), tmp_path / "x.parquet", digest=False)
     assert not sidecar(tmp_path / "x.parquet").exists()
+
+
+def test_a_tuned_methods_damaged_run_names_the_tuning_job_that_retrains_it(tmp_path, monkeypatch):
+    """A tuned method's runs are its tuning's two jobs' (rules tune and tuned_runs): the hint names
+    the job's record; configuration 1 (the method's own name) is the tuning's only on the fold and
+    seeds its record names."""
+    monkeypatch.chdir(tmp_path)
+    record = tmp_path / "results/tuning/unified/syn-web/arf.json"
+    record.parent.mkdir(parents=True)
+    record.write_text(json.dumps({"fold": "Fold1", "seeds": [0]}))
+    runs = "results/runs/unified/syn-web"
+    tune = "`snakemake --cores 2 results/tuning/unified/syn-web/arf.json --forcerun tune`"
+    assert rebuild_hint(f"{runs}/Fold1/arf/seed0/scores.npy").startswith(tune)
+    assert rebuild_hint(f"{runs}/Fold1/arf+cfg2/seed0/scores.npy").startswith(tune)
+    assert rebuild_hint(f"{runs}/Fold2/arf+tuned/seed1/scores.npy").startswith(
+        "`snakemake --cores 2 results/tuning/unified/syn-web/arf+tuned.json --forcerun tuned_runs`")
+    assert rebuild_hint(f"{runs}/Fold2/arf/seed0/scores.npy").startswith(
+        f"`snakemake --cores 2 {runs}/Fold2/arf/seed0/run.json --forcerun")

@@ -150,13 +150,39 @@ def test_an_evaluation_reads_every_configuration_on_the_tuning_fold_and_the_chos
     assert plan.evaluation(config, "pirank_table1", "syn-web").tuned == {}
 
 
-def test_the_tuned_config_spec_offers_every_configurations_run_config_under_the_tuned_name():
+def test_the_tuned_runs_spec_offers_every_configurations_run_config_under_the_tuned_name():
     config = cv.load_config()
-    spec = plan.tuned_config_spec(config, "unified", "syn-letor", "neuralsort_ce+tuned")
+    spec = plan.tuned_runs_spec(config, "unified", "syn-letor", "neuralsort_ce+tuned")
     assert list(spec["configs"]) == ["neuralsort_ce", "neuralsort_ce+cfg2", "neuralsort_ce+cfg3"]
     for name, run in spec["configs"].items():
         assert list(run["methods"]) == ["neuralsort_ce+tuned"]
         assert run["methods"]["neuralsort_ce+tuned"] == plan.run_config(config, "unified", "syn-letor", name)["methods"][name]
+    # the chosen configuration's runs: every fold and seed the evaluations read but the tuning's own
+    assert [(r["fold"], r["seed"]) for r in spec["runs"]] == [("Fold1", 1), ("Fold2", 0), ("Fold2", 1)]
+    assert spec["runs"][0]["dir"] == "results/runs/unified/syn-letor/Fold1/neuralsort_ce+tuned/seed1"
+    assert spec["config_out"] == "results/configs/unified/syn-letor/neuralsort_ce+tuned.json"
+
+
+def test_a_tuned_methods_runs_are_its_tuning_jobs_and_nothing_else_trains_them():
+    """Every run of a tuned method is named by the record of the job that trains it (the tuning on
+    the tuning fold with the tuning seeds, the chosen configuration's job elsewhere); no run job
+    may train a configuration or the chosen configuration (it would not know the choice)."""
+    config = cv.load_config()
+    record, chosen = "results/tuning/unified/syn-letor/arf.json", "results/tuning/unified/syn-letor/arf+tuned.json"
+    assert plan.run_input(config, "results/runs/unified/syn-letor/Fold1/arf/seed0") == record
+    assert plan.run_input(config, "results/runs/unified/syn-letor/Fold1/arf+cfg3/seed0") == record
+    assert plan.run_input(config, "results/runs/unified/syn-letor/Fold1/arf+tuned/seed1") == chosen
+    assert plan.run_input(config, "results/runs/unified/syn-letor/Fold2/arf+tuned/seed0") == chosen
+    # configuration 1's name on another fold or seed, or under an untuned protocol, is a run job's
+    assert plan.run_input(config, "results/runs/pirank/syn-web/Fold1/arf/seed0") == \
+        "results/runs/pirank/syn-web/Fold1/arf/seed0/run.json"
+    with pytest.raises(ConfigError, match="not among the chosen configuration's runs"):
+        plan.run_input(config, "results/runs/unified/syn-letor/Fold1/arf+tuned/seed0")  # the tuning's own run
+    for rule in ("train", "gbdt", "linear"):
+        names = plan.run_job_methods(config, rule)
+        assert not [m for m in names if "+cfg" in m or m.endswith("+tuned")]
+    evaluated = plan.evaluated_inputs(config, "unified_table", "syn-letor", "Fold1")
+    assert record in evaluated and chosen in evaluated and not [f for f in evaluated if "/arf" in f and f.endswith("run.json")]
 
 
 @pytest.mark.parametrize("overrides, key", [
@@ -325,3 +351,48 @@ def test_a_compared_loss_with_a_search_gets_the_baselines_budget_and_one_without
     assert budgets == {"hinge": config["tuning"]["budget"], "plain": 1}
     assert plan.run_config(config, "compare", "syn-web", "hinge+cfg2")["methods"]["hinge+cfg2"]["params"]["margin"] == \
         points[1]["settings"]["params.margin"]
+
+
+def _tuning_runs(config, spec, prepared):
+    """The runs ``ltr-bench tune`` trains for ``spec`` (bench.training.cli.train_runs' items)."""
+    (points,) = [m["points"] for m in spec["methods"].values()]
+    return [{"run_config": p["run_config"], "rule": p["rule"], "method": p["run"], "seed": seed, "dir": d,
+             "prepared": str(prepared)} for p in points for seed, d in zip(spec["seeds"], p["dirs"])]
+
+
+def test_a_tuning_job_resumes_its_own_interrupted_runs_and_retrains_after_it_finished(tmp_path, monkeypatch, capsys):
+    """One job trains a tuning's runs one after another (bench.training.cli.train_runs). Killed, it
+    keeps on its next start the runs its journal lists that are still sound (a damaged one is
+    trained again); once it finished (its journal removed), running it again -- forced, or its
+    params changed -- trains every run again, as Snakemake reruns a job. The oracle for a
+    retrained run: its bytes equal the first training's (CPU, one thread, seeded), and a run
+    trained after others in one process equals the same run trained alone in another directory."""
+    from bench.training.cli import finish, train_runs
+
+    config = _config(budget=2)
+    spec = plan.tune_spec(config, "unified", "syn-web", "approxndcg")
+    prepared = make_prepared(tmp_path / "prepared" / "Fold1")
+    monkeypatch.chdir(tmp_path)
+    runs = _tuning_runs(config, spec, prepared)
+    assert [r["method"] for r in runs] == ["approxndcg", "approxndcg", "approxndcg+cfg2", "approxndcg+cfg2"]
+    journal = tmp_path / "tuning.json.partial"
+    assert train_runs(runs, device="cpu", threads=1, quiet=True, journal=journal) == (4, 0)
+    first = {r["dir"]: (tmp_path / r["dir"] / "scores.npy").read_bytes() for r in runs}
+    assert train_runs(runs, device="cpu", threads=1, quiet=True, journal=journal) == (0, 4)  # resumed after a kill
+
+    damaged = tmp_path / runs[2]["dir"] / "scores.npy"
+    raw = bytearray(damaged.read_bytes())
+    raw[-1] ^= 1
+    damaged.write_bytes(bytes(raw))
+    capsys.readouterr()
+    assert train_runs(runs, device="cpu", threads=1, quiet=True, journal=journal) == (1, 3)
+    assert "contents changed" in capsys.readouterr().out and damaged.read_bytes() == first[runs[2]["dir"]]
+
+    finish(journal)
+    assert not journal.exists()
+    assert train_runs(runs, device="cpu", threads=1, quiet=True, journal=journal) == (4, 0)  # a rerun retrains
+    assert {r["dir"]: (tmp_path / r["dir"] / "scores.npy").read_bytes() for r in runs} == first
+
+    alone = {**runs[3], "dir": "alone/seed1"}
+    assert train_runs([alone], device="cpu", threads=1, quiet=True, journal=tmp_path / "other.partial") == (1, 0)
+    assert (tmp_path / "alone/seed1/scores.npy").read_bytes() == first[runs[3]["dir"]]

@@ -94,9 +94,18 @@ def test_slurm_profile_puts_gpus_on_gpu_rules_only():
                      "--config", "gpu=True")
     assert proc.returncode == 0, proc.stderr
     jobs = _jobs(proc.stdout)
-    train = [w["_resources"] for rule, w in jobs if rule == "train"]
-    assert train and all("gpu=1" in r and "slurm_partition=gpu" in r for r in train)
-    others = [w["_resources"] for rule, w in jobs if rule in ("gbdt", "evaluate", "stats", "table")]
+    # the unified table's methods are all tuned: a tuning's two jobs train their runs, on the GPU
+    # for a neural method (as its runs' rule, train), on the CPU partition for a GBDT method
+    from bench.config import plan
+    from bench.config.validate import load_config
+
+    config = load_config()
+    neural = [(rule, w) for rule, w in jobs if rule in ("tune", "tuned_runs")
+              and plan.run_rule(config, "unified", w["method"].removesuffix("+tuned")) == "train"]
+    assert neural and all("gpu=1" in w["_resources"] and "slurm_partition=gpu" in w["_resources"] for _, w in neural)
+    gbdt = [w["_resources"] for rule, w in jobs if rule in ("tune", "tuned_runs") and (rule, w) not in neural]
+    assert gbdt and not any("gpu=1" in r or "slurm_partition=gpu" in r for r in gbdt)
+    others = [w["_resources"] for rule, w in jobs if rule in ("evaluate", "stats", "table")]
     assert others and not any("gpu=1" in r or "slurm_partition=gpu" in r for r in others)
     profile = yaml.safe_load((ROOT / "workflows/profiles/slurm/config.yaml").read_text())
     assert profile["executor"] == "slurm"
@@ -313,10 +322,10 @@ def test_the_study_fails_naming_the_refreeze_when_a_baseline_loss_changes(tmp_pa
     old = "    per_list = -(target * masked_log_softmax(s, mask)).sum(dim=-1)\n"
     assert old in tail  # the one line changed: Softmax's scores scaled by 1.01
     loss.write_text(head + line + tail.replace(old, old.replace("masked_log_softmax(s,", "masked_log_softmax(1.01 * s,")))
-    proc = snakemake("--cores", "2", target, f"--configfile={small}", "--forcerun", "train", cwd=root)
+    proc = snakemake("--cores", "2", target, f"--configfile={small}", "--forcerun", "tune", "tuned_runs", cwd=root)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert "frozen baselines NOT reproduced on the platform they were frozen on: 1/1 methods differ per query" in out
-    assert "re-freeze: `snakemake --cores 2 freeze --forcerun train gbdt linear`" in out
+    assert "re-freeze: `snakemake --cores 2 freeze --forcerun train gbdt linear tune tuned_runs`" in out
     # the run's last lines name the failed job's own error, not only "check log file(s)"
     assert "ltr-bench: check_reproduced job failed: ltr-bench check-reproduced: error: frozen baselines NOT" in out

@@ -66,3 +66,15 @@ def cluster_group(name):
     if group is None:
         return None
     return lambda wildcards: None if workflow.local_exec else group
+
+
+def trainer_resources(name):
+    """A tuning's job (tune, tuned_runs) trains its method's runs. With `gpu` set, a neural
+    method's takes a GPU and the GPU partition, as its runs would (bench.costs.sizing.device_rule)."""
+    sized = cluster_resources(name)
+    if not GPU:
+        return sized
+    on_gpu = lambda w: _sizing.device_rule(config, name, dict(w.items())) in _cluster.GPU_RULES
+    gpu_partition = _cluster.job_resources(PROFILE, "train", threads=config["threads"], gpu=True)["slurm_partition"]
+    return {**sized, "gpu": lambda w: GPU if on_gpu(w) else 0,
+            "slurm_partition": lambda w: gpu_partition if on_gpu(w) else sized["slurm_partition"]}

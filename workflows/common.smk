@@ -13,7 +13,7 @@ from snakemake.common import overwrite_function_params
 from snakemake.resources import Resource
 from snakemake.utils import min_version
 
-from bench.config import kinds, plan, tuning
+from bench.config import kinds, plan
 from bench.training import determinism
 from bench.config.validate import validate_config
 from bench.errors import ConfigError
@@ -68,8 +68,9 @@ _alternatives = plan.one_of  # a wildcard constraint: exactly one of the names
 
 
 _sorted_json = lambda obj: json.dumps(obj, sort_keys=True)
-# the methods of each run kind's rule, as wildcard constraints (bench.config.kinds)
-RULE_METHODS = {name: _alternatives(plan.method_names(config, rule=name)) for name in kinds.rules()}
+# the methods of each run kind's rule, as wildcard constraints (bench.config.kinds); a tuned method's
+# configurations and chosen configuration are trained by the tuning's jobs (workflows/tune.smk)
+RULE_METHODS = {name: _alternatives(plan.run_job_methods(config, name)) for name in kinds.rules()}
 
 # the tuned methods (bench.config.tuning), as the `tune` rule's wildcard constraint
 TUNED_METHODS = _alternatives(plan.tuned_method_names(config))
@@ -108,35 +109,19 @@ def prepare_options(wildcards):
     return _sorted_json(dataset_spec(wildcards)["options"])
 
 
-def _tuned_run_config(wildcards):
-    """The run config file of a tuned method's chosen configuration (rule tuned_config writes it
-    from the tuning record), None for a planned method."""
-    if tuning.base_of_tuned(wildcards.method) is None:
-        return None
-    return RUN_CONFIG.format(experiment=wildcards.experiment, dataset=wildcards.dataset, method=wildcards.method)
-
-
 def run_upstream(wildcards):
-    """What a run needs besides its fold, in one input function (each one is called per job): a
-    tuned method's chosen configuration, the only run config that is a file (a planned method's
-    goes on the command line, run_config_option), and for a compared loss's run the check that
-    the frozen baselines reproduce (rule check_frozen)."""
-    path = _tuned_run_config(wildcards)
-    needs = [] if path is None else [path]
+    """What a run needs besides its fold: for a compared loss's run, the check that the frozen
+    baselines reproduce (rule check_frozen)."""
     if wildcards.experiment == plan.COMPARE_EXPERIMENT:
-        needs.append(plan.FROZEN_CHECKED.format(dataset=wildcards.dataset))
-    return needs
+        return [plan.FROZEN_CHECKED.format(dataset=wildcards.dataset)]
+    return []
 
 
 def run_config_option(wildcards):
-    """`--config FILE` for a tuned method's chosen configuration, else `--config-json TEXT` with
-    the planned run config (bench.config.plan.run_config_argument), quoted for the shell. A function
-    of the wildcards only, on purpose: Snakemake's params trigger records a param function's value
-    unless it takes input, output, threads or resources, and that record is what reruns a run
-    whose config changed (tests/test_workflow.py)."""
-    path = _tuned_run_config(wildcards)
-    if path is not None:
-        return f"--config {shlex.quote(path)}"
+    """`--config-json TEXT`, the planned run config (bench.config.plan.run_config_argument), quoted
+    for the shell. A function of the wildcards only, on purpose: Snakemake's params trigger records
+    a param function's value unless it takes input, output, threads or resources, and that record
+    is what reruns a run whose config changed (tests/test_workflow.py)."""
     text = _planned(plan.run_config_argument)(wildcards.experiment, wildcards.dataset, wildcards.method)
     return f"--config-json {shlex.quote(text)}"
 
@@ -146,8 +131,9 @@ def evaluated_runs(wildcards):
 
 
 def evaluated_records(wildcards):
-    """The evaluated runs' tracked files (plan.run_record); `ltr-bench evaluate` reads their scores."""
-    return [plan.run_record(run["dir"]) for run in evaluated_runs(wildcards)]
+    """The evaluated runs' tracked files (plan.run_inputs: a run's record, or the tuning record of
+    the tune job that trains it); `ltr-bench evaluate` reads their scores."""
+    return _planned(plan.evaluated_inputs)(wildcards.name, wildcards.dataset, wildcards.fold)
 
 
 def evaluation_records(wildcards):

@@ -1,5 +1,6 @@
 # Runs: one job per (experiment, dataset, fold, method, seed); runs shared by several tables of
-# the same experiment protocol are trained once. One rule, `run`, for every run kind
+# the same experiment protocol are trained once. A tuned method's runs are its tuning's two jobs'
+# (workflows/tune.smk). One rule, `run`, for every run kind
 # (bench.config.kinds.RUN_KINDS), used once per kind's rule: `train` (neural methods, SinkProp's
 # own protocol), `gbdt` (LightGBM, XGBoost), `linear` (least squares). The rule names are what
 # the cost models, the cluster sizes and bench.config.jobs know; each runs `ltr-bench <rule>`.
@@ -25,8 +26,8 @@ rule run:
         # changes it, and CPU results depend on torch's thread count
         compute_threads=config["threads"],
         kernels=kernel_env,
-        # `--config-json TEXT` (a planned method's run config, kept with the job's params: a changed
-        # config reruns that method's runs) or `--config FILE` (a tuned method's chosen configuration)
+        # `--config-json TEXT`: the method's run config, kept with the job's params (a changed config
+        # reruns that method's runs)
         run_config=run_config_option,
         # params.command, `ltr-bench <rule>`: set by each run kind's rule below (a string per rule,
         # not a function per job)

@@ -1,9 +1,14 @@
-# Equal-budget tuning on validation (bench.config.tuning, bench.selection.tuning): every method of a tuned
-# protocol trains `tuning.budget` configurations on the tuning fold (rule train/gbdt, one job
-# each); `tune` keeps the one with the best validation mean over the tuning seeds (run.json only,
-# never the test split); `tuned_config` writes the chosen configuration's run config for the
-# folds and seeds the tuning did not train (`<method>+tuned`); `tuning_summary` states, per
-# tuned table, each method's budget, choice, compute and what tuning bought on test.
+# Equal-budget tuning on validation (bench.config.tuning, bench.selection.tuning): every method of a
+# tuned protocol trains `tuning.budget` configurations on the tuning fold; `tune` is one job per
+# method and dataset that trains them one after another (each run written whole; started again
+# after a kill, the job keeps the runs it had finished: bench.training.cli.train_runs) and keeps the one with the best validation mean over the tuning seeds
+# (run.json only, never the test split); `tuned_runs`, one job per method and dataset too, writes
+# the chosen configuration's run config and trains it (`<method>+tuned`) on every fold and seed
+# the tuning did not that an evaluation reads; `tuning_summary` states, per tuned table, each
+# method's budget, choice, compute and what tuning bought on test.
+# Whatever reads those runs names the record of the job that trains them (bench.config.plan.run_input):
+# they have no job of their own, which keeps the paper profile's DAG thousands of jobs smaller
+# (docs/paper-scale.md).
 
 
 rule tune:
@@ -12,38 +17,52 @@ rule tune:
     output:
         plan.TUNING,
     params:
+        # every configuration's run config is in the spec: a changed one reruns the tuning
         spec=lambda w: _sorted_json(_planned(plan.tune_spec)(w.experiment, w.dataset, w.method)),
+        device=config["device"],
+        compute_threads=config["threads"],  # as a run's (rule run)
+        kernels=kernel_env,
     log:
         "results/logs/tuning/{experiment}/{dataset}/{method}.log",
     wildcard_constraints:
         method=TUNED_METHODS,
+    threads: config["threads"]
     group: cluster_group("tune")
     resources:
-        **cluster_resources("tune"),
+        **trainer_resources("tune"),
     conda:
         "../environment.yml"
     shell:
-        "ltr-bench tune --spec {params.spec:q} --out {output} > {log} 2>&1"
+        'export PYTHONPATH="$PWD${{PYTHONPATH:+:$PYTHONPATH}}" OMP_NUM_THREADS={params.compute_threads} {params.kernels}; '
+        "ltr-bench tune --spec {params.spec:q} --device {params.device} --threads {params.compute_threads} --quiet "
+        "--out {output} > {log} 2>&1"
 
 
-rule tuned_config:
+rule tuned_runs:
     input:
-        lambda w: _planned(plan.tuned_config_spec)(w.experiment, w.dataset, w.method)["record"],
+        lambda w: _planned(plan.tuned_runs_inputs)(w.experiment, w.dataset, w.method),
     output:
-        RUN_CONFIG,
+        record=plan.TUNED_RUNS,
+        config=RUN_CONFIG,
     params:
-        spec=lambda w: _sorted_json(_planned(plan.tuned_config_spec)(w.experiment, w.dataset, w.method)),
+        spec=lambda w: _sorted_json(_planned(plan.tuned_runs_spec)(w.experiment, w.dataset, w.method)),
+        device=config["device"],
+        compute_threads=config["threads"],
+        kernels=kernel_env,
     log:
-        "results/logs/configs/{experiment}/{dataset}/{method}.log",
+        "results/logs/tuning/{experiment}/{dataset}/{method}.log",
     wildcard_constraints:
         method=r".+\+tuned",
-    group: cluster_group("tuned_config")
+    threads: config["threads"]
+    group: cluster_group("tuned_runs")
     resources:
-        **cluster_resources("tuned_config"),
+        **trainer_resources("tuned_runs"),
     conda:
         "../environment.yml"
     shell:
-        "ltr-bench tuned-config --spec {params.spec:q} --out {output} > {log} 2>&1"
+        'export PYTHONPATH="$PWD${{PYTHONPATH:+:$PYTHONPATH}}" OMP_NUM_THREADS={params.compute_threads} {params.kernels}; '
+        "ltr-bench tuned-runs --spec {params.spec:q} --device {params.device} --threads {params.compute_threads} "
+        "--quiet --out {output.record} > {log} 2>&1"
 
 
 rule tuning_summary:

@@ -221,6 +221,29 @@ def verify_dir(root: str | os.PathLike, names: Iterable[str]) -> None:
         _check(root / name, files[name], root, root / DIGESTS_FILE)
 
 
+def _tuning_job(experiment: str, dataset: str, fold: str, method: str, seed_dir: str) -> tuple[str, str] | None:
+    """``(record, rule)`` of the tuning job that trains run ``method`` (``seed<k>``), else None.
+
+    The names follow ``bench.config.plan`` (``TUNING``, ``TUNED_RUNS``) and ``bench.config.tuning``
+    (``<method>+cfg<i>``, ``<method>+tuned``): configuration 1 of a tuning is the method itself,
+    so a plain name is a tuning's when its record names this fold and seed."""
+    folder = Path("results", "tuning", experiment, dataset)
+    if method.endswith("+tuned"):
+        return (folder / f"{method}.json").as_posix(), "tuned_runs"
+    base, mark, index = method.rpartition("+cfg")
+    if mark and index.isdigit():
+        return (folder / f"{base}.json").as_posix(), "tune"
+    record = folder / f"{method}.json"
+    try:
+        facts = json.loads(record.read_text(encoding="utf-8"))
+        seed = int(seed_dir.removeprefix("seed"))
+    except (OSError, ValueError):
+        return None
+    if isinstance(facts, dict) and facts.get("fold") == fold and seed in (facts.get("seeds") or []):
+        return record.as_posix(), "tune"
+    return None
+
+
 def rebuild_hint(path: str | os.PathLike) -> str:
     """What to type to rebuild the artefact ``path`` belongs to (one line, in backquotes)."""
     p = Path(path)
@@ -234,6 +257,9 @@ def rebuild_hint(path: str | os.PathLike) -> str:
         target = Path(*parts[:4]).as_posix()
         return f"`snakemake --cores 2 {target} --forcerun prepare`{extra}"
     if len(parts) >= 7 and parts[:2] == ("results", "runs"):
+        tuned = _tuning_job(*parts[2:7])
+        if tuned is not None:  # a tuned method's run: its tuning's job retrains it (it keeps the sound runs)
+            return f"`snakemake --cores 2 {tuned[0]} --forcerun {tuned[1]}`{extra}"
         record = Path(*parts[:7]) / "run.json"  # the run's one tracked file (bench.config.plan.RUN_RECORD)
         target = record.as_posix()
         try:

@@ -48,6 +48,8 @@ class Job:
     wildcards: dict[str, Any] = field(default_factory=dict)
     targets: list[str] = field(default_factory=list)
     needs: list[str] = field(default_factory=list)
+    #: the run directories a tuning's job trains one after another (rules ``tune``, ``tuned_runs``)
+    runs: list[str] = field(default_factory=list)
 
     @property
     def is_run(self) -> bool:
@@ -63,8 +65,7 @@ class _Jobs:
         self.by_output: dict[str, Job] = {}
         self.target = ""
         self._frames: list[list[str]] = []
-        self._tune_specs: dict[tuple[str, str, str], dict[str, Any]] = {}
-        self._facts: dict[tuple[str, str], tuple[str, bool]] = {}
+        self._rules: dict[tuple[str, str], str] = {}
 
     def add(self, rule: str, output: str, needs: list[str] | None = None, **wildcards: Any) -> None:
         job = self.by_output.setdefault(output, Job(rule, output, wildcards, needs=list(dict.fromkeys(needs or []))))
@@ -96,47 +97,53 @@ class _Jobs:
 
     def run_list(self, experiment: str, dataset: str, fold: str, runs: list[tuple[str, list[int]]]) -> None:
         """The runs ``(method, seeds)`` on one fold: a planned method's run config is on its command
-        line (no job); a tuned method's chosen configuration (``<method>+tuned``) has its config
-        written from its tuning record (``tuned_config``), which needs the ``tune`` job and the
-        configurations' runs."""
+        line (no job); a tuned method's runs (its configurations on the tuning fold, its chosen
+        configuration elsewhere) are its tuning's two jobs' (:func:`bench.config.plan.tuning_record_of`)."""
         with self.upstream() as prepared:
             self.prepared(dataset, [fold])
         for method, seeds in runs:
-            rule, tuned = self._run_facts(experiment, method)
-            base = tuning.base_of_tuned(method)
-            needs = list(prepared)
-            if tuned and base is not None:
-                run_config = plan.RUN_CONFIG.format(experiment=experiment, dataset=dataset, method=method)
-                with self.upstream() as record:
-                    self.tuning(experiment, dataset, base)
-                self.add("tuned_config", run_config, record, experiment=experiment, dataset=dataset, method=method)
-                needs.append(run_config)
+            rule = self._run_rule(experiment, method)
             for seed in seeds:
-                out = plan.RUN.format(experiment=experiment, dataset=dataset, fold=fold, method=method, seed=seed)
-                self.add(rule, out, needs, experiment=experiment, dataset=dataset, fold=fold,
-                         method=method, seed=seed)
+                record = plan.tuning_record_of(self.config, experiment, dataset, fold, method, seed)
+                if record is None:
+                    out = plan.RUN.format(experiment=experiment, dataset=dataset, fold=fold, method=method, seed=seed)
+                    self.add(rule, out, prepared, experiment=experiment, dataset=dataset, fold=fold,
+                             method=method, seed=seed)
+                elif tuning.base_of_tuned(method) is not None:
+                    self.tuned_runs(experiment, dataset, method)
+                else:
+                    parsed = tuning.parse_name(method)
+                    self.tuning(experiment, dataset, parsed[0] if parsed else method)
 
-    def _run_facts(self, experiment: str, method: str) -> tuple[str, bool]:
-        """``(rule, is a tuned method's chosen-configuration run)`` of a run name, planned once:
-        a run is revisited by every evaluation and tuning that needs it."""
+    def _run_rule(self, experiment: str, method: str) -> str:
+        """The rule of a run name, planned once: a run is revisited by every evaluation that needs it."""
         key = (experiment, method)
-        if key not in self._facts:
-            base = tuning.base_of_tuned(method)
-            self._facts[key] = (plan.run_rule(self.config, experiment, method),
-                                base is not None and plan.tuned_entry(self.config, experiment, base) is not None)
-        return self._facts[key]
+        if key not in self._rules:
+            self._rules[key] = plan.run_rule(self.config, experiment, method)
+        return self._rules[key]
 
     def tuning(self, experiment: str, dataset: str, method: str) -> None:
-        """The ``tune`` job of one tuned method on ``dataset`` and the configurations' runs it reads."""
-        key = (experiment, dataset, method)
-        if key not in self._tune_specs:  # a tuned method's record is needed by every fold's evaluation
-            self._tune_specs[key] = plan.tune_spec(self.config, experiment, dataset, method)
-        spec = self._tune_specs[key]
-        with self.upstream() as runs:
-            self.run_list(experiment, dataset, spec["fold"], [(p["run"], spec["seeds"])
-                                                               for p in spec["methods"][method]["points"]])
-        self.add("tune", plan.TUNING.format(experiment=experiment, dataset=dataset, method=method), runs,
-                 experiment=experiment, dataset=dataset, method=method)
+        """The ``tune`` job of one tuned method on ``dataset``: it trains the configurations' runs
+        on the tuning fold itself, so it needs that fold (and a compared loss the frozen check)."""
+        with self.upstream() as prepared:
+            self.prepared(dataset, [plan.tuning_fold(self.config, dataset)])
+        needs = [*prepared, *plan.tune_inputs(self.config, experiment, dataset, method)]
+        out = plan.TUNING.format(experiment=experiment, dataset=dataset, method=method)
+        self.add("tune", out, needs, experiment=experiment, dataset=dataset, method=method)
+        if not self.by_output[out].runs:
+            spec = plan.tune_spec(self.config, experiment, dataset, method)
+            self.by_output[out].runs = [d for p in spec["methods"][method]["points"] for d in p["dirs"]]
+
+    def tuned_runs(self, experiment: str, dataset: str, method: str) -> None:
+        """The ``tuned_runs`` job of ``<method>+tuned`` on ``dataset``: the tuning's choice, then the
+        chosen configuration's runs on every fold they need (:func:`bench.config.plan.tuned_run_keys`)."""
+        spec = plan.tuned_runs_spec(self.config, experiment, dataset, method)
+        with self.upstream() as needs:
+            self.tuning(experiment, dataset, spec["method"])
+            self.prepared(dataset, list(dict.fromkeys(r["fold"] for r in spec["runs"])))
+        out = plan.TUNED_RUNS.format(experiment=experiment, dataset=dataset, method=method)
+        self.add("tuned_runs", out, needs, experiment=experiment, dataset=dataset, method=method)
+        self.by_output[out].runs = [r["dir"] for r in spec["runs"]]
 
     def evaluation(self, name: str, dataset: str) -> None:
         ev = plan.evaluation(self.config, name, dataset)

@@ -94,6 +94,16 @@ def rules() -> tuple[str, ...]:
     return tuple(dict.fromkeys(kind.rule for kind in RUN_KINDS.values()))
 
 
+#: a tuned method's two jobs (``workflows/tune.smk``): each trains several of its runs, one after
+#: another, on the device the method's run kind uses
+TUNING_RULES = ("tune", "tuned_runs")
+
+
+def training_rules() -> tuple[str, ...]:
+    """Every rule whose jobs train runs: the run kinds' (:func:`rules`) and a tuning's (:data:`TUNING_RULES`)."""
+    return rules() + TUNING_RULES
+
+
 def rule_help(rule: str) -> str:
     """The line of ``ltr-bench --help`` for a rule's command: the first of its kinds' ``help``.
 

@@ -527,6 +527,15 @@ def method_names(config: dict[str, Any], *, kind: str | None = None, rule: str |
                   if (method_kind(spec) == kind if kind is not None else method_rule(spec) == rule))
 
 
+def run_job_methods(config: dict[str, Any], rule: str) -> list[str]:
+    """The methods whose runs ``rule``'s jobs train (its wildcard constraint, ``workflows/train.smk``):
+    :func:`method_names` less a tuned method's configurations 2..B and its chosen configuration,
+    whose runs the tuning's jobs train (:func:`tuning_record_of`); a run job would train
+    ``<method>+tuned`` without the chosen configuration."""
+    return [m for m in method_names(config, rule=rule)
+            if tuning.parse_name(m) is None and tuning.base_of_tuned(m) is None]
+
+
 def dataset_spec(config: dict[str, Any], dataset: str) -> dict[str, Any]:
     if dataset not in config["datasets"]:
         raise ConfigError(f"unknown dataset {dataset!r} (config key 'datasets')")
@@ -691,6 +700,11 @@ def evaluated_runs(config: dict[str, Any], name: str, dataset: str, fold: str) -
     selected on validation has one per grid point and seed, each with its ``point`` (the
     evaluation keeps the chosen point's: :func:`bench.config.selection.keep_chosen`)."""
     return _runs_of(evaluation(config, name, dataset), dataset, fold)
+
+
+def evaluated_inputs(config: dict[str, Any], name: str, dataset: str, fold: str) -> list[str]:
+    """The files that stand for the runs evaluation ``name`` reads on one fold (:func:`run_inputs`)."""
+    return run_inputs(config, [run["dir"] for run in evaluated_runs(config, name, dataset, fold)])
 
 
 def _runs_of(ev: Evaluation, dataset: str, fold: str) -> list[dict[str, Any]]:
@@ -1077,13 +1091,13 @@ def figure_inputs(config: dict[str, Any], figure: str) -> list[str]:
     figure_outputs(config, figure)  # enabled?
     spec = config["figures"][figure]
     if figure == "annealing_figure":
-        return [run_record(d) for _, dirs in figure_runs(config, figure) for d in dirs]
+        return run_inputs(config, [d for _, dirs in figure_runs(config, figure) for d in dirs])
     if figure == "letor_curves":
         return evaluated_files(config, spec["table"], table_datasets(config, spec["table"]))
     if figure == "scaling_figure":
         return [profiled(config, SCALING_CSV)]
     if figure == "temperature_figure":
-        return [run_record(d) for _, dirs in figure_runs(config, "temperature_figure") for d in dirs]
+        return run_inputs(config, [d for _, dirs in figure_runs(config, "temperature_figure") for d in dirs])
     if figure == "listsize_figure":
         return [profiled(config, STATS).format(table=spec["table"])]
     if figure == heatmap.FIGURE:
@@ -1302,7 +1316,7 @@ def computed_table_inputs(config: dict[str, Any], name: str) -> list[str]:
         return [d for ds in study_datasets(config) for d in prepared_folds(config, ds)]
     dataset, runs = _cost_runs(config)
     table = config["computed_tables"][name]["table"]
-    return [run_record(r["dir"]) for r in runs] + table_records(config, table, [dataset])
+    return _dedupe([*run_inputs(config, [r["dir"] for r in runs]), *table_records(config, table, [dataset])])
 
 
 def computed_table_spec(config: dict[str, Any], name: str) -> dict[str, Any]:
@@ -1581,7 +1595,7 @@ def select_inputs(config: dict[str, Any], table: str, dataset: str, fold: str) -
     """The runs ``ltr-bench select`` reads (their ``run.json`` and ``curve.csv``): every grid point's,
     each tracked by its :func:`run_record`."""
     spec = select_spec(config, table, dataset, fold)
-    return [run_record(d) for m in spec["methods"].values() for p in m["points"] for d in p["dirs"]]
+    return run_inputs(config, [d for m in spec["methods"].values() for p in m["points"] for d in p["dirs"]])
 
 
 def selection_table_outputs(config: dict[str, Any], table: str) -> list[str]:
@@ -1647,10 +1661,11 @@ def _tuning_caption_facts(config: dict[str, Any], table: str) -> dict[str, Any] 
 
 # ----------------------------------------------------------------------------- equal-budget tuning (issue 40)
 # bench.config.tuning: the budget, the search spaces and the configurations; here: which methods
-# an experiment tunes, the runs each evaluation reads, and what the `tune`, `tuned_config` and
+# an experiment tunes, the runs each evaluation reads, and what the `tune`, `tuned_runs` and
 # `tuning_summary` jobs are given
 
 TUNING = "results/tuning/{experiment}/{dataset}/{method}.json"
+TUNED_RUNS = TUNING  # with method <method>+tuned: the record of the chosen configuration's runs (rule tuned_runs)
 TUNING_SUMMARY = "results/tuning/{table}.parquet"
 DEFAULTS_SUFFIX = "+default"  # results/evaluated/<table>+default/...: the tuned methods' defaults (configuration 1)
 
@@ -1840,9 +1855,11 @@ def _signature_defaults(entry: dict[str, Any]) -> dict[str, Any]:
     return signature.defaults() if signature is not None else {}
 
 
+@_memo
 def tune_spec(config: dict[str, Any], experiment: str, dataset: str, method: str) -> dict[str, Any]:
-    """What ``ltr-bench tune`` compares for one tuned method on one dataset: every configuration
-    with its settings and its runs on the tuning fold (one per tuning seed), the metric, the
+    """What ``ltr-bench tune`` trains and compares for one tuned method on one dataset: every
+    configuration with its settings, its run config and the rule whose command trains it, and its
+    runs on the tuning fold (one per tuning seed, trained from ``prepared``), the metric, the
     budget and the space (written into the record)."""
     found = tuned_entry(config, experiment, method)
     if found is None:
@@ -1858,24 +1875,111 @@ def tune_spec(config: dict[str, Any], experiment: str, dataset: str, method: str
     for c in configs:
         settings = c.values if c.index > 1 else _default_settings(config, protocol, dataset, entry, list(space))
         points.append({"name": c.name, "label": c.label, "settings": settings, "run": c.name,
+                       "rule": run_rule(config, experiment, c.name),
+                       "run_config": run_config(config, experiment, dataset, c.name),
                        "dirs": [RUN.format(experiment=experiment, dataset=dataset, fold=fold, method=c.name, seed=s)
                                 for s in seeds]})
     return {"experiment": experiment, "dataset": dataset, "fold": fold, "seeds": seeds,
+            "prepared": PREPARED.format(dataset=dataset, fold=fold),
             "tuning": {**tuning_protocol(config, dataset), "method_space": {p: d.as_config() for p, d in space.items()},
                        "space_text": tuning.describe_space(space)},
             "methods": {method: {"metric": metric, "points": points}}}
 
 
 def tune_inputs(config: dict[str, Any], experiment: str, dataset: str, method: str) -> list[str]:
-    """The runs ``ltr-bench tune`` reads (their ``run.json`` and ``curve.csv``): every configuration's,
-    each tracked by its :func:`run_record`."""
-    spec = tune_spec(config, experiment, dataset, method)
-    return [run_record(d) for p in spec["methods"][method]["points"] for d in p["dirs"]]
+    """What ``ltr-bench tune`` needs: the tuning fold it trains the configurations on and, for a
+    compared loss, the check that the frozen baselines reproduce (as a compare run needs it)."""
+    fold = PREPARED.format(dataset=dataset, fold=tuning_fold(config, dataset))
+    return [fold] + ([FROZEN_CHECKED.format(dataset=dataset)] if experiment == COMPARE_EXPERIMENT else [])
 
 
-def tuned_config_spec(config: dict[str, Any], experiment: str, dataset: str, method: str) -> dict[str, Any]:
-    """What ``ltr-bench tuned-config`` writes ``<method>+tuned``'s run config from: the tuning
-    record, and the run config of each configuration (its method renamed ``<method>+tuned``)."""
+@_memo
+def _tuning_runs(config: dict[str, Any], experiment: str, dataset: str) -> tuple[str, frozenset[int], dict[str, str]]:
+    """``(tuning fold, tuning seeds, run name -> record)`` of ``experiment`` on ``dataset``: each
+    configuration's name -> its tuning record, each chosen configuration's (``<method>+tuned``) ->
+    the record of its runs (:data:`TUNED_RUNS`)."""
+    if experiment not in tuning_experiments(config):
+        return "", frozenset(), {}
+    records: dict[str, str] = {}
+    for method, (entry, where) in tuned_entries(config, experiment).items():
+        record = TUNING.format(experiment=experiment, dataset=dataset, method=method)
+        records.update((c.name, record) for c in tuning_configurations(config, method, entry, where))
+        chosen = tuning.tuned_name(method)
+        records[chosen] = TUNED_RUNS.format(experiment=experiment, dataset=dataset, method=chosen)
+    return (tuning_fold(config, dataset), frozenset(tuning_seeds(config, experiment_protocol(config, experiment))),
+            records)
+
+
+def tuning_record_of(config: dict[str, Any], experiment: str, dataset: str, fold: str, method: str,
+                     seed: int) -> str | None:
+    """The record of the job that trains this run, when a tuning's job does, else None (a run job does).
+
+    A tuned method is two jobs per dataset, each training its runs one after another: its
+    tuning (rule ``tune``: every configuration, the method itself as configuration 1, on the
+    tuning fold with the tuning seeds, then the choice) and its chosen configuration's runs
+    (rule ``tuned_runs``: ``<method>+tuned`` on every other fold and seed any evaluation reads,
+    :func:`tuned_run_keys`). Those runs have no job of their own; whatever reads one needs the
+    record (:func:`run_input`)."""
+    tuned_fold, seeds, records = _tuning_runs(config, experiment, dataset)
+    record = records.get(method)
+    if record is None:
+        return None
+    base = tuning.base_of_tuned(method)
+    if base is None:
+        return record if fold == tuned_fold and int(seed) in seeds else None
+    if (fold, int(seed)) not in tuned_run_keys(config, experiment, dataset, base):
+        raise ConfigError(f"run {method} of {experiment} on {dataset} {fold} seed {seed}: not among the chosen "
+                          "configuration's runs (bench.config.plan.tuned_run_keys)")
+    return record
+
+
+def run_input(config: dict[str, Any], run_dir: str) -> str:
+    """The file the workflow tracks for the run in ``run_dir`` (:data:`RUN`): the record of the
+    tuning's job that trains it (:func:`tuning_record_of`), else its own :func:`run_record`,
+    which its run job writes."""
+    head, _, seed = run_dir.rpartition("/seed")
+    experiment, dataset, fold, method = head.removeprefix("results/runs/").split("/", 3)
+    return tuning_record_of(config, experiment, dataset, fold, method, int(seed)) or run_record(run_dir)
+
+
+def run_inputs(config: dict[str, Any], run_dirs: Iterable[str]) -> list[str]:
+    """:func:`run_input` of each run, each file once (a tuning record stands for all its runs)."""
+    return list(dict.fromkeys(run_input(config, d) for d in run_dirs))
+
+
+def _reading_tables(config: dict[str, Any]) -> list[str]:
+    """The tables whose evaluations a study builds: the enabled ones and those an enabled figure or
+    computed table reads (``table:``)."""
+    named = [spec.get("table") for group in ("figures", "computed_tables")
+             for spec in config.get(group, {}).values() if spec.get("enabled", True)]
+    return _dedupe([*enabled_tables(config), *(t for t in named if t in config.get("tables", {}))])
+
+
+@_memo
+def tuned_run_keys(config: dict[str, Any], experiment: str, dataset: str, method: str) -> tuple[tuple[str, int], ...]:
+    """``(fold, seed)`` of every run of ``<method>+tuned`` (``method`` tuned under ``experiment``)
+    on ``dataset``: whatever any evaluation reads (a table, the frozen baselines, the compare
+    page), in fold then seed order. One job trains them all (rule ``tuned_runs``), so that the
+    runs are the same whichever target asks."""
+    names = [t for t in _reading_tables(config)  # a table's runs are its protocol's experiment's
+             if config["tables"][t]["protocol"] == experiment and dataset in table_datasets(config, t)]
+    if "freeze" in config and experiment == config["freeze"]["protocol"] and dataset in freeze_datasets(config):
+        names.append("freeze")
+    if experiment == COMPARE_EXPERIMENT and dataset in compare_datasets(config):
+        names.append(COMPARE_EXPERIMENT)
+    chosen = tuning.tuned_name(method)
+    keys = {(fold, s) for name in names for fold in evaluation(config, name, dataset).folds
+            for _, _, run, s in evaluation(config, name, dataset).run_names(fold) if run == chosen}
+    order = {f: i for i, f in enumerate(config["datasets"][dataset]["folds"])}
+    return tuple(sorted(keys, key=lambda k: (order.get(k[0], len(order)), k[0], k[1])))
+
+
+@_memo
+def tuned_runs_spec(config: dict[str, Any], experiment: str, dataset: str, method: str) -> dict[str, Any]:
+    """What ``ltr-bench tuned-runs`` needs for ``<method>+tuned``: the tuning record saying which
+    configuration was chosen, the run config of each configuration (its method renamed
+    ``<method>+tuned``; the chosen one is written to ``config_out`` and trains the runs), the rule
+    whose command trains them, and the runs (:func:`tuned_run_keys`) with their prepared folds."""
     base = tuning.base_of_tuned(method)
     found = tuned_entry(config, experiment, base) if base else None
     if base is None or found is None:
@@ -1886,8 +1990,20 @@ def tuned_config_spec(config: dict[str, Any], experiment: str, dataset: str, met
         run = run_config(config, experiment, dataset, c.name)
         run["methods"] = {method: run["methods"][c.name]}
         configs[c.name] = run
+    runs = [{"fold": f, "seed": s, "prepared": PREPARED.format(dataset=dataset, fold=f),
+             "dir": RUN.format(experiment=experiment, dataset=dataset, fold=f, method=method, seed=s)}
+            for f, s in tuned_run_keys(config, experiment, dataset, base)]
     return {"record": TUNING.format(experiment=experiment, dataset=dataset, method=base), "method": base,
-            "configs": configs}
+            "run": method, "rule": run_rule(config, experiment, base), "configs": configs,
+            "config_out": RUN_CONFIG.format(experiment=experiment, dataset=dataset, method=method), "runs": runs}
+
+
+def tuned_runs_inputs(config: dict[str, Any], experiment: str, dataset: str, method: str) -> list[str]:
+    """What ``ltr-bench tuned-runs`` needs: the tuning record, the folds its runs train on and, for a
+    compared loss, the check that the frozen baselines reproduce."""
+    spec = tuned_runs_spec(config, experiment, dataset, method)
+    frozen = [FROZEN_CHECKED.format(dataset=dataset)] if experiment == COMPARE_EXPERIMENT else []
+    return [spec["record"], *_dedupe(r["prepared"] for r in spec["runs"]), *frozen]
 
 
 def tuned_tables(config: dict[str, Any]) -> list[str]:
@@ -1935,8 +2051,8 @@ def quality_cost_inputs(config: dict[str, Any]) -> list[str]:
     figure_outputs(config, "quality_cost_figure")  # enabled?
     dataset, runs = _table_runs(config, "figures.quality_cost_figure")
     table = config["figures"]["quality_cost_figure"]["table"]
-    return [profiled(config, STATS).format(table=table), *[run_record(r["dir"]) for r in runs],
-            *table_records(config, table, [dataset])]
+    return _dedupe([profiled(config, STATS).format(table=table), *run_inputs(config, [r["dir"] for r in runs]),
+                    *table_records(config, table, [dataset])])
 
 
 def quality_cost_spec(config: dict[str, Any]) -> dict[str, Any]:

@@ -82,7 +82,7 @@ def parse_run_config_json(text: str, source: str) -> dict[str, Any]:
 
 def run_config_text(cfg: dict[str, Any]) -> str:
     """A run configuration as canonical text: sorted keys, indented JSON, one final newline
-    (the file ``ltr-bench tuned-config`` writes, the ``--config-json`` a planned run is given)."""
+    (the file ``ltr-bench tuned-runs`` writes, the ``--config-json`` a planned run is given)."""
     import json
 
     return json.dumps(cfg, indent=2, sort_keys=True) + "\n"

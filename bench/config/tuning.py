@@ -12,9 +12,10 @@ for every method, neural or GBDT. A method's configurations are
   method's search space (:func:`method_space`), named ``<method>+cfg<i>``.
 
 So a method's configurations are a pure function of its space, the budget and the seed: the
-workflow knows every one before anything runs (each is one job, resumable and cluster-ready,
-its cost planned), two studies draw the same ones, and a larger budget keeps the smaller one's
-configurations and runs.
+workflow knows every one before anything runs (its cost planned; one job per method and
+dataset trains them one after another, each run written whole; a job started again after a
+kill keeps the runs it had finished),
+two studies draw the same ones, and a larger budget keeps the smaller one's configurations and runs.
 
 **The search space** of a method (:func:`method_space`) is, in this order, the study's shared
 dimensions of its kind (``tuning.space.neural`` for every neural method, ``tuning.space.<library>``
@@ -31,8 +32,9 @@ the validation value its runs' early stopping kept (the protocol's ``early_stopp
 graded by the dataset's rules, as every validation split is) is the method's; equal means go
 to the lower configuration number, so the default wins a tie. Only validation is read. The
 chosen configuration then trains on every other fold and seed of the protocol under the name
-``<method>+tuned`` (its run config written from the record by ``ltr-bench tuned-config``),
-and tables, the frozen baselines and the compare page read the chosen configuration's runs.
+``<method>+tuned`` (one job, ``ltr-bench tuned-runs``, writes its run config from the record and
+trains its runs), and tables, the frozen baselines and the compare page read the chosen
+configuration's runs.
 
 >>> cfg = {"tuning": {"protocols": ["p"], "budget": 3, "seed": 0, "fold": None, "seeds": None,
 ...        "space": {"neural": {"train.lr": {"low": 1e-4, "high": 1e-2, "scale": "log"}}}}}

@@ -510,6 +510,46 @@ def ranking(ctx: Context, job: Job) -> Projection:
     return proj
 
 
+def tuning_job(ctx: Context, job: Job) -> Projection:
+    """Rules ``tune`` and ``tuned_runs``: one job trains a tuned method's runs one after another
+    (every configuration on the tuning fold, :func:`bench.config.plan.tune_spec`; the chosen
+    configuration's runs, :func:`bench.config.plan.tuned_runs_spec`). Its time is the sum of
+    those runs' projections (each by its run kind's model; a configuration at its default
+    configuration's cost, :func:`_run_entry`), its peak the largest of theirs (a run's memory is
+    freed before the next starts; the choice reads records of a few kB)."""
+    w = job.wildcards
+    key = (str(w["experiment"]), str(w["dataset"]), str(w["method"]))
+    if job.rule == "tune":
+        spec = plan.tune_spec(ctx.config, *key)
+        runs = [(p["rule"], p["run"], spec["fold"], seed) for p in spec["methods"][key[2]]["points"]
+                for seed in spec["seeds"]]
+        work = f"{len(spec['methods'][key[2]]['points'])} configurations x {len(spec['seeds'])} seed(s)"
+    else:
+        spec = plan.tuned_runs_spec(ctx.config, *key)
+        runs = [(spec["rule"], spec["run"], r["fold"], r["seed"]) for r in spec["runs"]]
+        work = f"{len(runs)} runs of the chosen configuration"
+    proj = Projection(work=f"{work}, one after another", seconds=0.0, host_bytes=0, gpu_bytes=0, disk_bytes=0,
+                      note="tuning configurations projected at the default configuration's cost")
+    for rule, method, fold, seed in runs:
+        run_job = Job(rule, plan.RUN.format(experiment=key[0], dataset=key[1], fold=fold, method=method, seed=seed),
+                      {"experiment": key[0], "dataset": key[1], "fold": fold, "method": method, "seed": seed})
+        _add_run(proj, project(ctx, run_job))
+    return proj
+
+
+def _add_run(total: Projection, run: Projection | None) -> None:
+    """Add one run's projection to a job that trains it after the others: times and disk add up, peaks do not."""
+    if run is None:
+        return
+    total.missing.update(run.missing)
+    total.unsized = total.unsized or run.unsized
+    total.bound, total.steps, total.rounds = total.bound or run.bound, total.steps + run.steps, total.rounds + run.rounds
+    total.seconds = None if total.seconds is None or run.seconds is None else total.seconds + run.seconds
+    total.host_bytes = None if total.host_bytes is None or run.host_bytes is None else max(total.host_bytes, run.host_bytes)
+    total.gpu_bytes = max(total.gpu_bytes or 0, run.gpu_bytes or 0)
+    total.disk_bytes = None if total.disk_bytes is None or run.disk_bytes is None else total.disk_bytes + run.disk_bytes
+
+
 #: PiRank-NDCG's variants the scaling figure always times besides its losses (``depth1``, ``depth3``,
 #: ``depth1-fullmatrix``: :mod:`bench.perf.scaling`)
 SCALING_PIRANK_CURVES = 3
@@ -549,7 +589,9 @@ COST_MODELS: dict[str, Callable[[Context, Job], Projection]] = {
     # issue 32: the choice of a grid point (reads run.json records) and the selection table
     **dict.fromkeys(("select", "selection_table"), process),
     # issue 40: the choice of a tuned configuration (run.json records) and a tuned table's summary
-    **dict.fromkeys(("tune", "tuned_config", "tuning_summary"), process),
+    # issue 40: a tuned method's two jobs (issue 43: each trains its runs), a tuned table's summary
+    **dict.fromkeys(("tune", "tuned_runs"), tuning_job),
+    "tuning_summary": process,
     "perf_scaling": perf_scaling,
     # issue 35: the quality-cost figure's table, from a statistics table and its runs' records
     "quality_cost": process,
@@ -591,7 +633,7 @@ def project(ctx: Context, job: Job) -> Projection | None:
     if model is None:
         return None
     proj = model(ctx, job)
-    if proj.complete:
+    if proj.complete and model is not tuning_job:  # a tuning's job sums its runs' own
         proj.disk_bytes = disk_bytes(ctx, job)
     return proj
 

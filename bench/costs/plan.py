@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bench.config import tuning
 from bench.config.jobs import Job, target_jobs
 from bench.costs.calibration import Calibration, cpu_timed
 from bench.costs.model import Context, Projection, gib, hours, project, size_text
@@ -63,12 +62,12 @@ class Summary:
 
     def add(self, p: PlannedJob) -> None:
         self.jobs += 1
-        self.runs += p.job.is_run
+        self.runs += len(p.job.runs) or p.job.is_run  # a tuning's job trains several runs
         proj = p.projection
         if proj is None:
             return
         if not proj.complete:
-            self.unsized += p.job.is_run or proj.unsized is None
+            self.unsized += len(p.job.runs) or p.job.is_run or proj.unsized is None
             return
         self.seconds += proj.seconds or 0.0
         self.peak_host = max(self.peak_host, proj.host_bytes or 0)
@@ -80,13 +79,14 @@ class Summary:
 
 
 TUNING_ROW = "of which tuning"  # the summary row of what equal-budget tuning adds (bench.config.tuning)
-TUNING_RULES = ("tune", "tuned_config", "tuning_summary")
+TUNING_RULES = ("tune", "tuning_summary")
 
 
 def is_tuning(job: Job) -> bool:
-    """Whether a job is what tuning adds to the study: the runs of a tuned method's configurations
-    2..B (configuration 1 is the method's own run) and the tuning's own steps."""
-    return job.rule in TUNING_RULES or (job.is_run and tuning.parse_name(str(job.wildcards.get("method", ""))) is not None)
+    """Whether a job is what tuning adds to the study: a tuning (every configuration's runs on the
+    tuning fold, configuration 1 among them, and the choice) and a tuned table's summary; the
+    chosen configuration's runs (rule ``tuned_runs``) stand where the untuned method's would."""
+    return job.rule in TUNING_RULES
 
 
 def summaries(planned: list[PlannedJob]) -> list[Summary]:

@@ -39,7 +39,7 @@ import math
 from typing import Any
 
 from bench.cluster import GPU_RULES, uncalibrated_size
-from bench.config import plan
+from bench.config import kinds, plan, tuning
 from bench.config.jobs import Job
 from bench.costs.calibration import Calibration, find_calibration
 from bench.costs.model import PROCESS_SPEC, Context, Projection, project
@@ -51,7 +51,7 @@ MIN_MINUTES = 10
 
 #: rule -> (its main output, the wildcards it has), to rebuild a Job from a rule's wildcards
 OUTPUTS = {"train": plan.RUN, "gbdt": plan.RUN, "linear": plan.RUN, "prepare": plan.PREPARED,
-           "evaluate": plan.EVALUATED, "stats": plan.STATS}
+           "evaluate": plan.EVALUATED, "stats": plan.STATS, "tune": plan.TUNING, "tuned_runs": plan.TUNED_RUNS}
 
 #: the static sizes of a job without a projection (see the module docstring)
 FALLBACK_PROFILE = "default"
@@ -63,9 +63,19 @@ class NotCalibrated(ConfigError):
     """A cluster job has no measurement to size it from."""
 
 
-def device_kind(config: dict[str, Any], rule: str) -> str:
-    """The device a rule's jobs run on: ``cuda`` for GPU rules when the config says ``gpu: true``."""
-    return "cuda" if config.get("gpu") and rule in GPU_RULES else "cpu"
+def device_kind(config: dict[str, Any], rule: str, wildcards: dict[str, Any] | None = None) -> str:
+    """The device a rule's jobs run on: ``cuda`` for GPU rules when the config says ``gpu: true``
+    (a ``tune`` job runs on its method's run kind's device: it trains the method's runs)."""
+    return "cuda" if config.get("gpu") and device_rule(config, rule, wildcards) in GPU_RULES else "cpu"
+
+
+def device_rule(config: dict[str, Any], rule: str, wildcards: dict[str, Any] | None = None) -> str:
+    """The rule whose device and partition a job takes: its own, or for a tuning's job
+    (:data:`bench.config.kinds.TUNING_RULES`) the rule of its method's runs (:func:`bench.config.plan.run_rule`)."""
+    if rule in kinds.TUNING_RULES and wildcards:
+        method = str(wildcards["method"])
+        return plan.run_rule(config, str(wildcards["experiment"]), tuning.base_of_tuned(method) or method)
+    return rule
 
 
 def _context(config: dict[str, Any], kind: str) -> Context | None:
@@ -89,7 +99,7 @@ def job_of(config: dict[str, Any], rule: str, wildcards: dict[str, Any]) -> Job:
 
 def projection(config: dict[str, Any], rule: str, wildcards: dict[str, Any]) -> tuple[Projection | None, Calibration | None]:
     """The job's projection on the calibration of its device (None, None without a calibration)."""
-    ctx = _context(config, device_kind(config, rule))
+    ctx = _context(config, device_kind(config, rule, wildcards))
     if ctx is None:
         return None, None
     return project(ctx, job_of(config, rule, wildcards)), ctx.calibration
@@ -106,11 +116,24 @@ def request(config: dict[str, Any], rule: str, wildcards: dict[str, Any], attemp
         mem_mb = math.ceil((MEM_MARGIN * proj.host_bytes + step) / 2**20)
         minutes = math.ceil(max(MIN_MINUTES, TIME_MARGIN * proj.seconds / 60))
         return {"mem_mb": mem_mb * attempt, "runtime": minutes * attempt}
-    static = uncalibrated_size(config["profile"], rule)
+    sized_as = device_rule(config, rule, wildcards)  # a tuning: as one of its runs, times their number
+    static = uncalibrated_size(config["profile"], sized_as)
     if static is None and strict and calibration is None:
         raise NotCalibrated(_not_calibrated(config, rule, wildcards, calibration, proj))
-    mem_mb, minutes = static or uncalibrated_size(FALLBACK_PROFILE, rule)
-    return {"mem_mb": mem_mb * attempt, "runtime": minutes * attempt}
+    mem_mb, minutes = static or uncalibrated_size(FALLBACK_PROFILE, sized_as)
+    return {"mem_mb": mem_mb * attempt, "runtime": minutes * _runs_in(config, rule, wildcards) * attempt}
+
+
+def _runs_in(config: dict[str, Any], rule: str, wildcards: dict[str, Any]) -> int:
+    """How many runs the job trains one after another: a ``tune`` job its configurations x tuning
+    seeds, a ``tuned_runs`` job the chosen configuration's runs, any other 1."""
+    key = (str(wildcards.get("experiment")), str(wildcards.get("dataset")), str(wildcards.get("method")))
+    if rule == "tune":
+        spec = plan.tune_spec(config, *key)
+        return len(spec["methods"][key[2]]["points"]) * len(spec["seeds"])
+    if rule == "tuned_runs":
+        return len(plan.tuned_runs_spec(config, *key)["runs"])
+    return 1
 
 
 def _step_bytes(calibration: Calibration | None) -> int:
@@ -121,7 +144,7 @@ def _step_bytes(calibration: Calibration | None) -> int:
 
 
 def _not_calibrated(config: dict[str, Any], rule: str, wildcards: dict[str, Any], calibration, proj) -> str:
-    kind = device_kind(config, rule)
+    kind = device_kind(config, rule, wildcards)
     if proj is not None and proj.unsized:
         return f"cannot size {rule} job {dict(wildcards)} for the cluster: {proj.unsized}"
     what = "no calibration" if calibration is None else f"the calibration {calibration.path} lacks measurements"

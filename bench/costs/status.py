@@ -46,14 +46,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.config import kinds, plan, tuning
+from bench.config import kinds, plan
 from bench.config.jobs import Job, target_jobs
-from bench.config.run import read_run_config, run_config_digest
+from bench.config.run import run_config_digest
 from bench.costs.calibration import Calibration, find_calibration
 from bench.costs.model import LOCAL_RULES, Context, Projection, project
 from bench.costs.sizing import device_kind
 from bench.errors import ConfigError, IntegrityError
-from bench.results import read_run_info
+from bench.results import read_record, read_run_info
 
 STATES = ("done", "running", "interrupted", "remaining")
 STALE_S = 600.0
@@ -71,21 +71,39 @@ def done_marker(job: Job) -> Path:
 
 def _run_is_this_studys(config: dict[str, Any], job: Job) -> bool:
     """The run was made with this study's run config: the digest its ``run.json`` records
-    (``run_config_sha256``) is that of the planned run config, or for a tuned method's chosen
-    configuration that of the file its tuning wrote (``tuned_config``). A run of the same name
-    made under another profile's settings (or before runs recorded the digest) is not this study's."""
+    (``run_config_sha256``) is that of the planned run config. A run of the same name made under
+    another profile's settings (or before runs recorded the digest) is not this study's. (A tuned
+    method's runs are its tuning's jobs', whose records say when they are done.)"""
     w = job.wildcards
     try:
         recorded = read_run_info(job.output).get("run_config_sha256")
-        if tuning.base_of_tuned(w["method"]) is None:
-            wanted = plan.run_config_digest(config, w["experiment"], w["dataset"], w["method"])
-        else:
-            wanted = run_config_digest(read_run_config(plan.RUN_CONFIG.format(**w)))
+        wanted = plan.run_config_digest(config, w["experiment"], w["dataset"], w["method"])
     except IntegrityError:  # checked against the run's digests: a damaged file stops with one line naming it
         raise
     except (OSError, ValueError, ConfigError):  # unreadable: not this study's until rerun
         return False
     return recorded == wanted
+
+
+def _tuning_is_this_studys(config: dict[str, Any], job: Job) -> bool:
+    """A tuning's record is this study's when it compared this study's configurations (names and
+    settings); a chosen configuration's record when it names this study's runs and the run config
+    its tuning chose. (Snakemake compares the jobs' params, which carry every run config; a record
+    written under another budget, space or table is not this study's.)"""
+    w = job.wildcards
+    try:
+        record = read_record(job.output)
+        if job.rule == "tune":
+            spec = plan.tune_spec(config, w["experiment"], w["dataset"], w["method"])
+            wanted = [(p["name"], p["settings"]) for p in spec["methods"][w["method"]]["points"]]
+            return [(p["name"], p["settings"]) for p in record["methods"][w["method"]]["points"]] == wanted
+        spec = plan.tuned_runs_spec(config, w["experiment"], w["dataset"], w["method"])
+        return record["runs"] == [r["dir"] for r in spec["runs"]] and \
+            record["run_config_sha256"] == run_config_digest(spec["configs"][record["chosen"]])
+    except IntegrityError:
+        raise
+    except (OSError, ValueError, KeyError, TypeError, ConfigError):  # unreadable or another study's: not done
+        return False
 
 
 def _prepared_is_this_studys(config: dict[str, Any], job: Job) -> bool:
@@ -120,6 +138,7 @@ def _scaling_is_this_studys(config: dict[str, Any], job: Job) -> bool:
 #: rule -> whether an existing output records this config's settings (the others are compared
 #: by their inputs only)
 RECORDS = {**dict.fromkeys(kinds.rules(), _run_is_this_studys), "prepare": _prepared_is_this_studys,
+           **dict.fromkeys(("tune", "tuned_runs"), _tuning_is_this_studys),
            "perf_scaling": _scaling_is_this_studys}
 
 
@@ -164,11 +183,16 @@ def job_state(job: Job, now: float, stale_s: float, *, done: bool) -> JobState:
             except (OSError, ValueError, KeyError, TypeError):  # unreadable JSON or no wall time: not projected from
                 wall = None
         return JobState(job, "done", wall_s=wall)
-    record = read_progress(job.output) if job.is_run else None
+    record, where = read_progress(job.output) if job.is_run else None, ""
+    if job.runs:  # a tuning's job: the run in progress is the one with a record (a finished run clears its own)
+        found = [(i, r) for i, r in enumerate(map(read_progress, job.runs)) if r is not None]
+        if found:
+            index, record = max(found, key=lambda item: float(item[1].get("updated", 0)))
+            where = f"run {index + 1}/{len(job.runs)}, "
     if record is None:
         return JobState(job, "remaining")
     age = now - float(record.get("updated", 0))
-    where = f"{record.get('unit', 'step')} {record.get('done', 0):,}/{record.get('total', 0):,}"
+    where += f"{record.get('unit', 'step')} {record.get('done', 0):,}/{record.get('total', 0):,}"
     if record.get("epochs"):
         where += f" (epoch {record.get('epoch')}/{record['epochs']})"
     if age > stale_s:
@@ -198,7 +222,7 @@ class _Projector:
         self.calibration = calibration
 
     def kind(self, job: Job) -> str:
-        return "plan" if self.calibration is not None else device_kind(self.config, job.rule)
+        return "plan" if self.calibration is not None else device_kind(self.config, job.rule, job.wildcards)
 
     def __call__(self, job: Job) -> Projection | None:
         if job.output not in self.cache:

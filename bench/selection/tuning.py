@@ -1,22 +1,26 @@
 r"""The tuning stage: each tuned method's configuration chosen on the tuning fold's validation split.
 
-Two commands, one per job of ``workflows/tune.smk`` (the third, ``ltr-bench tuning-summary``,
-is a statistic and lives in :mod:`bench.stats`):
+A tuned method is two jobs per dataset (``workflows/tune.smk``; the commands live in
+:mod:`bench.training.cli`, which trains; the choice and the chosen run config are here; the
+third job, ``ltr-bench tuning-summary``, is a statistic and lives in :mod:`bench.stats`):
 
 - ``ltr-bench tune --spec JSON --out results/tuning/<experiment>/<dataset>/<method>.json``: given
   by :func:`bench.config.plan.tune_spec` every configuration of one method
-  (:mod:`bench.config.tuning`) with its runs on the tuning fold, one per tuning seed, it reads
-  each run's kept validation value from ``run.json`` and keeps the configuration with the best
+  (:mod:`bench.config.tuning`) with its run config and its runs on the tuning fold, one per
+  tuning seed, it trains the runs not finished already, one after another, then (:func:`tune`)
+  reads each run's kept validation value from ``run.json`` and keeps the configuration with the best
   mean over seeds, exactly as the ``select`` stage chooses a grid point
   (:func:`bench.selection.choose`: ties to the lower configuration number, so the default wins a
   tie; never a test split, a score file or a test metric). The record (written with its digest)
   adds the budget, the sampler, the method's search space and the **compute spent**: the sum of
   the runs' ``wall_time_s`` per device (``run.json`` ``device``), every configuration and seed
   counted, so compute parity between methods is visible beside the equal configuration count.
-- ``ltr-bench tuned-config --spec JSON --out results/configs/<experiment>/<dataset>/<method>+tuned.json``:
-  the run config of the chosen configuration, renamed ``<method>+tuned``, which trains it on
-  every fold and seed the tuning did not (the spec carries every configuration's run config,
-  :func:`bench.config.plan.tuned_config_spec`; the record says which one).
+- ``ltr-bench tuned-runs --spec JSON --out results/tuning/<experiment>/<dataset>/<method>+tuned.json``:
+  writes the run config of the chosen configuration (:func:`tuned_config`, renamed
+  ``<method>+tuned``, to ``results/configs/<experiment>/<dataset>/<method>+tuned.json``; the spec,
+  :func:`bench.config.plan.tuned_runs_spec`, carries every configuration's run config and the
+  record says which one), trains it on every fold and seed the tuning did not that an evaluation
+  reads, and writes the record naming those runs.
 
 The choice never sees a test value: ``tests/test_tuning.py`` permutes the tuning fold's test
 labels, retrains every configuration and finds every record unchanged.
@@ -31,8 +35,12 @@ from typing import Any
 from bench.atomic import atomic_path
 from bench.config.run import run_config_text
 from bench.errors import UsageError
-from bench.results import parse_spec, read_record, read_run_info, write_record
+from bench.results import read_record, read_run_info
 from bench.selection import choose
+
+#: a tuning spec's point keys that say how to train the configuration (bench.config.plan.tune_spec),
+#: left out of the record
+TRAINING_KEYS = ("rule", "run_config")
 
 
 def compute_seconds(dirs: list[str]) -> dict[str, float]:
@@ -50,7 +58,8 @@ def tune(spec: dict[str, Any]) -> dict[str, Any]:
     if len(spec.get("methods", {})) != 1:
         raise UsageError("--spec: a tuning spec names exactly one method (bench.config.plan.tune_spec)")
     (method, entry), = spec["methods"].items()
-    choice = choose(entry)
+    # what trains a configuration (its run config, its rule) is the spec's, not part of the choice
+    choice = choose({**entry, "points": [{k: v for k, v in p.items() if k not in TRAINING_KEYS} for p in entry["points"]]})
     seconds = compute_seconds([d for p in entry["points"] for d in p["dirs"]])
     return {k: spec[k] for k in ("experiment", "dataset", "fold", "seeds", "tuning")} | {
         "budget": len(entry["points"]), "seconds": seconds, "methods": {method: choice}}
@@ -69,30 +78,10 @@ def tuned_config(spec: dict[str, Any], out: str | Path) -> str:
     return str(entry["chosen"])
 
 
-def _cli_tune(args) -> int:
-    record = tune(parse_spec(args.spec))
-    write_record(record, args.out)
+def summary_line(record: dict[str, Any], out: str | Path) -> str:
+    """``ltr-bench tune``'s last line: the chosen configuration, its validation mean and the compute spent."""
     (method, entry), = record["methods"].items()
     mean = next(p["mean"] for p in entry["points"] if p["name"] == entry["chosen"])
     spent = ", ".join(f"{v:.1f} {k} s" for k, v in sorted(record["seconds"].items()))
-    print(f"{args.out}: {method}: {entry['chosen_label']} (validation {entry['metric']} "
-          f"{'nan' if math.isnan(mean) else f'{mean:.6f}'}, best of {record['budget']} configurations; {spent})")
-    return 0
-
-
-def _cli_tuned_config(args) -> int:
-    chosen = tuned_config(parse_spec(args.spec), args.out)
-    print(f"{args.out}: the chosen configuration {chosen}")
-    return 0
-
-
-def register_cli(subparsers) -> None:
-    """Add ``ltr-bench tune`` and ``tuned-config``."""
-    p = subparsers.add_parser("tune", help="choose one tuned method's configuration on the tuning fold's validation")
-    p.add_argument("--spec", required=True, help="JSON: the configurations and their runs (bench.config.plan.tune_spec)")
-    p.add_argument("--out", required=True, help="results/tuning/<experiment>/<dataset>/<method>.json")
-    p.set_defaults(func=_cli_tune)
-    c = subparsers.add_parser("tuned-config", help="write the run config of a tuned method's chosen configuration")
-    c.add_argument("--spec", required=True, help="JSON (bench.config.plan.tuned_config_spec)")
-    c.add_argument("--out", required=True, help="results/configs/<experiment>/<dataset>/<method>+tuned.json")
-    c.set_defaults(func=_cli_tuned_config)
+    return (f"{out}: {method}: {entry['chosen_label']} (validation {entry['metric']} "
+            f"{'nan' if math.isnan(mean) else f'{mean:.6f}'}, best of {record['budget']} configurations; {spent})")

@@ -1,4 +1,6 @@
-"""The run commands (``ltr-bench train``, ``gbdt``, ``linear``): one prepared fold, one method, one seed.
+"""The run commands (``ltr-bench train``, ``gbdt``, ``linear``): one prepared fold, one method, one
+seed; and a tuned method's two jobs, which train several runs one after another (:func:`train_runs`):
+``ltr-bench tune`` (its configurations, then the choice) and ``tuned-runs`` (the chosen one's runs).
 
 One command per rule of the run kinds (:data:`bench.config.kinds.RUN_KINDS`), all with the same
 arguments (:func:`add_run_arguments`) and one path, :func:`run_job`: read the job's config
@@ -13,14 +15,20 @@ status 2. Run functions are imported when their command runs, so ``ltr-bench gbd
 
 from __future__ import annotations
 
+import hashlib
 import inspect
+import json
 import os
 from pathlib import Path
 from typing import Any
 
+from bench.atomic import write_json
+from bench.atomic.integrity import verify, verify_dir
 from bench.config import kinds
 from bench.config.run import parse_run_config_json, read_run_config, run_config_digest
-from bench.errors import ConfigError, UsageError
+from bench.errors import ConfigError, IntegrityError, UsageError
+from bench.results import RUN_FILES, parse_spec, read_run_info, write_record
+from bench.selection import tuning
 from bench.training.common import DEVICE_CHOICES
 from bench.training.refit import job_settings
 
@@ -97,8 +105,121 @@ def run_from_cli(args) -> int:
     return 0
 
 
+def reusable(run_dir: str | os.PathLike, *, method: str, seed: int, run_config_sha256: str, fingerprint: str) -> bool:
+    """Whether the finished run in ``run_dir`` is sound and the one asked for: every file of it
+    matches its digest, and its ``run.json`` names this method and seed, this run config's digest
+    and this prepared fold's fingerprint. A damaged run is trained again, with a line saying so."""
+    if not (Path(run_dir) / "run.json").is_file():
+        return False
+    try:
+        verify_dir(run_dir, RUN_FILES)
+        info = read_run_info(run_dir)
+    except IntegrityError as exc:
+        print(f"{exc}; training it again", flush=True)
+        return False
+    return (info.get("method"), info.get("seed"), info.get("run_config_sha256"), info.get("dataset_fingerprint")) == \
+        (method, int(seed), run_config_sha256, fingerprint)
+
+
+def journal_path(out: str | os.PathLike) -> Path:
+    """The journal of the job whose output is ``out`` (:func:`train_runs`): ``<out>.partial``."""
+    return Path(f"{out}.partial")
+
+
+def train_runs(runs: list[dict[str, Any]], *, device: str, threads: int, quiet: bool,
+               journal: str | os.PathLike) -> tuple[int, int]:
+    """Train ``runs`` (``run_config``, ``rule``, ``method``, ``seed``, ``dir``, ``prepared``) one
+    after another, each written whole as a run job writes it. Returns ``(trained, kept)``.
+
+    Resuming, not reusing: the ``journal`` lists the runs this job finished for these very runs
+    (their JSON's digest), so a job that was killed keeps them when it runs again (a kill loses
+    the run in progress, whose checkpoint resumes it) if they are still sound (:func:`reusable`).
+    A job that finished removes its journal (:func:`finish`): when Snakemake runs it again (forced,
+    or its params or folds changed) it trains every run again, as it would rerun a run job: a
+    re-freeze after a code change must not keep the runs the old code made."""
+    journal = Path(journal)
+    asked = hashlib.sha256(json.dumps(runs, sort_keys=True).encode("utf-8")).hexdigest()
+    try:
+        state = json.loads(journal.read_text(encoding="utf-8"))
+        done = state["done"] if state.get("runs") == asked else {}
+    except (OSError, ValueError, KeyError, TypeError):
+        done = {}
+    fingerprints: dict[str, str] = {}
+    trained = kept = 0
+    for run in runs:
+        if run["prepared"] not in fingerprints:
+            meta = Path(run["prepared"]) / "meta.json"
+            verify(meta)
+            fingerprints[run["prepared"]] = json.loads(meta.read_text(encoding="utf-8"))["fingerprint"]
+        facts = {"method": run["method"], "seed": run["seed"], "run_config_sha256": run_config_digest(run["run_config"]),
+                 "fingerprint": fingerprints[run["prepared"]]}
+        if done.get(run["dir"]) == facts and reusable(run["dir"], **facts):
+            kept += 1
+            continue
+        run_job(run["run_config"], run["prepared"], run["dir"], method=run["method"], seed=run["seed"],
+                rule=run["rule"], device=device, quiet=quiet, threads=threads or None, checkpoint_dir=None,
+                run_config_sha256=facts["run_config_sha256"])
+        done[run["dir"]] = facts
+        write_json(journal, {"runs": asked, "done": done})
+        print(f"{run['dir']}: trained", flush=True)
+        trained += 1
+    return trained, kept
+
+
+def finish(journal: str | os.PathLike) -> None:
+    """The job wrote its output: its journal goes (a later run of the job trains everything again)."""
+    Path(journal).unlink(missing_ok=True)
+
+
+def _train_from_cli(args, runs: list[dict[str, Any]]) -> None:
+    try:
+        trained, kept = train_runs(runs, device=args.device, threads=args.threads, quiet=args.quiet,
+                                   journal=journal_path(args.out))
+    except FileNotFoundError as exc:
+        raise UsageError(f"{exc.filename or exc}: not found ({exc.strerror or exc})") from exc
+    print(f"{trained} run(s) trained, {kept} kept from the interrupted attempt before")
+
+
+def tune_from_cli(args) -> int:
+    """``ltr-bench tune``: train every configuration's runs the tuning lacks (:func:`train_runs`),
+    choose (:func:`bench.selection.tuning.tune`), write the record."""
+    spec = parse_spec(args.spec)
+    (points,) = [entry["points"] for entry in spec["methods"].values()]
+    _train_from_cli(args, [{"run_config": p["run_config"], "rule": p["rule"], "method": p["run"], "seed": seed,
+                            "dir": run_dir, "prepared": spec["prepared"]}
+                           for p in points for seed, run_dir in zip(spec["seeds"], p["dirs"])])
+    record = tuning.tune(spec)
+    write_record(record, args.out)
+    finish(journal_path(args.out))
+    print(tuning.summary_line(record, args.out))
+    return 0
+
+
+def tuned_runs_from_cli(args) -> int:
+    """``ltr-bench tuned-runs``: write the chosen configuration's run config
+    (:func:`bench.selection.tuning.tuned_config`), train its runs that are not finished already
+    (:func:`train_runs`), then the record naming them (the job's output, written last)."""
+    spec = parse_spec(args.spec)
+    chosen = tuning.tuned_config(spec, spec["config_out"])
+    run_config = spec["configs"][chosen]
+    _train_from_cli(args, [{"run_config": run_config, "rule": spec["rule"], "method": spec["run"], "seed": r["seed"],
+                            "dir": r["dir"], "prepared": r["prepared"]} for r in spec["runs"]])
+    write_record({"method": spec["run"], "chosen": chosen, "run_config": spec["config_out"],
+                  "run_config_sha256": run_config_digest(run_config), "runs": [r["dir"] for r in spec["runs"]]},
+                 args.out)
+    finish(journal_path(args.out))
+    print(f"{args.out}: {len(spec['runs'])} run(s) of {spec['run']} (the chosen configuration {chosen})")
+    return 0
+
+
+def _add_training_options(p) -> None:
+    p.add_argument("--device", default="auto", choices=DEVICE_CHOICES)
+    p.add_argument("--threads", type=int, default=0, help="compute threads of each run (0: the library's default)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars (progress lines stay)")
+
+
 def register_cli(subparsers) -> None:
-    """One command per rule of the run kinds: ``ltr-bench train``, ``gbdt``, ``linear``."""
+    """One command per rule of the run kinds (``ltr-bench train``, ``gbdt``, ``linear``), ``tune`` and ``tuned-runs``."""
     for rule in kinds.rules():
         words = HELP.get(rule, {})
         p = subparsers.add_parser(rule, help=kinds.rule_help(rule))
@@ -109,3 +230,17 @@ def register_cli(subparsers) -> None:
         p.add_argument("--checkpoint-dir", default=None,
                        help="runs that checkpoint (train): default .<out name>.ckpt next to --out")
         p.set_defaults(func=run_from_cli)
+    t = subparsers.add_parser("tune", help="train a tuned method's configurations on the tuning fold, then choose one "
+                                           "on its validation")
+    t.add_argument("--spec", required=True, help="JSON: the configurations, their run configs and runs "
+                                                 "(bench.config.plan.tune_spec)")
+    t.add_argument("--out", required=True, help="results/tuning/<experiment>/<dataset>/<method>.json")
+    _add_training_options(t)
+    t.set_defaults(func=tune_from_cli)
+    r = subparsers.add_parser("tuned-runs", help="train a tuned method's chosen configuration on the folds and seeds "
+                                                 "the tuning did not")
+    r.add_argument("--spec", required=True, help="JSON: the tuning record, the configurations' run configs and the "
+                                                 "runs (bench.config.plan.tuned_runs_spec)")
+    r.add_argument("--out", required=True, help="results/tuning/<experiment>/<dataset>/<method>+tuned.json")
+    _add_training_options(r)
+    r.set_defaults(func=tuned_runs_from_cli)

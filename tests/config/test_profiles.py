@@ -26,7 +26,7 @@ PROFILES = {
 #: the rules whose outputs are keyed by what they hold: a run by its experiment, dataset and method
 #: (its run config, among the job's params: Snakemake reruns it when that differs), a fold by its
 #: dataset and fold
-SHARED_BY_CONTENT = {"fetch", "prepare", "train", "gbdt", "linear", "tune", "tuned_config"}
+SHARED_BY_CONTENT = {"fetch", "prepare", "train", "gbdt", "linear", "tune", "tuned_runs"}
 
 
 @pytest.fixture(scope="module")

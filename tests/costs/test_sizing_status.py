@@ -299,3 +299,32 @@ def test_the_plan_totals_the_disk_its_jobs_leave(tmp_path):
     text = planning.render(planned, cal, title="t", config=config)
     row = next(line for line in text.splitlines() if line.startswith("total"))
     assert model.size_text(total.disk) in row and "disk" in text.splitlines()[3]
+
+
+def test_a_tunings_job_shows_its_run_in_progress_and_is_done_only_with_this_studys_choice(tmp_path, monkeypatch):
+    """A tuning's job trains its runs one after another: ``status`` names the run in progress
+    (``run k/N``, the one with a progress record: a finished run clears its own) with that run's
+    progress, and counts the job done only when its record compared this study's configurations."""
+    from bench.config.jobs import target_jobs
+    from bench.results import write_record
+
+    monkeypatch.chdir(tmp_path)
+    config = load_config()
+    tune = next(j for j in target_jobs(config, ["unified_table"]) if j.rule == "tune")
+    assert len(tune.runs) == config["tuning"]["budget"] * len(config["tuning"]["seeds"])
+    now = time.time()
+    os.makedirs(tune.runs[1])
+    write_progress(tune.runs[1], {"kind": "neural", "updated": now - 5, "unit": "step", "done": 3, "total": 8,
+                                  "eta_s": 20.0})
+    state = status.job_state(tune, now, 600.0, done=False)
+    assert (state.state, state.progress) == ("running", f"run 2/{len(tune.runs)}, step 3/8")
+    assert state.eta_s == pytest.approx(15.0)
+
+    w = tune.wildcards
+    spec = plan.tune_spec(config, w["experiment"], w["dataset"], w["method"])
+    points = [{"name": p["name"], "settings": p["settings"]} for p in spec["methods"][w["method"]]["points"]]
+    write_record({"methods": {w["method"]: {"points": points}}}, tune.output)
+    assert status.RECORDS["tune"](config, tune)
+    points[-1]["settings"] = {**points[-1]["settings"], "train.lr": 1.0}  # another budget's or space's draw
+    write_record({"methods": {w["method"]: {"points": points}}}, tune.output)
+    assert not status.RECORDS["tune"](config, tune)

@@ -393,6 +393,14 @@ def test_a_tuning_job_resumes_its_own_interrupted_runs_and_retrains_after_it_fin
     assert train_runs(runs, device="cpu", threads=1, quiet=True, journal=journal) == (4, 0)  # a rerun retrains
     assert {r["dir"]: (tmp_path / r["dir"] / "scores.npy").read_bytes() for r in runs} == first
 
+    # what came before in the process (here 400 MB, touched and freed) is not the next run's peak
+    from bench.provenance import host_peak_rss_bytes
+
+    before = np.ones(50_000_000)
+    del before
+    inflated = host_peak_rss_bytes()
     alone = {**runs[3], "dir": "alone/seed1"}
     assert train_runs([alone], device="cpu", threads=1, quiet=True, journal=tmp_path / "other.partial") == (1, 0)
     assert (tmp_path / "alone/seed1/scores.npy").read_bytes() == first[runs[3]["dir"]]
+    peak = read_run_info(tmp_path / "alone/seed1")["peak_memory"]["host_max_rss_bytes"]
+    assert peak < inflated - 300_000_000

@@ -27,6 +27,7 @@ from bench.atomic.integrity import verify, verify_dir
 from bench.config import kinds
 from bench.config.run import parse_run_config_json, read_run_config, run_config_digest
 from bench.errors import ConfigError, IntegrityError, UsageError
+from bench.perf.process import reset_peak, trim_heap
 from bench.results import RUN_FILES, parse_spec, read_run_info, write_record
 from bench.selection import tuning
 from bench.training.common import DEVICE_CHOICES
@@ -156,6 +157,7 @@ def train_runs(runs: list[dict[str, Any]], *, device: str, threads: int, quiet: 
         if done.get(run["dir"]) == facts and reusable(run["dir"], **facts):
             kept += 1
             continue
+        _own_peak()
         run_job(run["run_config"], run["prepared"], run["dir"], method=run["method"], seed=run["seed"],
                 rule=run["rule"], device=device, quiet=quiet, threads=threads or None, checkpoint_dir=None,
                 run_config_sha256=facts["run_config_sha256"])
@@ -164,6 +166,17 @@ def train_runs(runs: list[dict[str, Any]], *, device: str, threads: int, quiet: 
         print(f"{run['dir']}: trained", flush=True)
         trained += 1
     return trained, kept
+
+
+def _own_peak() -> None:
+    """Make the peak memory the next run records (``run.json``'s ``host_max_rss_bytes``) its own,
+    not the largest of the runs before it in this process: the freed heap goes back to the kernel
+    and the kernel's peak is reset to the current size (Linux; elsewhere the process's peak so far)."""
+    trim_heap()
+    try:
+        reset_peak()
+    except OSError:
+        pass
 
 
 def finish(journal: str | os.PathLike) -> None:

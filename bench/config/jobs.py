@@ -131,8 +131,8 @@ class _Jobs:
         out = plan.TUNING.format(experiment=experiment, dataset=dataset, method=method)
         self.add("tune", out, needs, experiment=experiment, dataset=dataset, method=method)
         if not self.by_output[out].runs:
-            spec = plan.tune_spec(self.config, experiment, dataset, method)
-            self.by_output[out].runs = [d for p in spec["methods"][method]["points"] for d in p["dirs"]]
+            self.by_output[out].runs = [r["dir"] for r in plan.tuning_job_runs(self.config, "tune", experiment,
+                                                                                dataset, method)]
 
     def tuned_runs(self, experiment: str, dataset: str, method: str) -> None:
         """The ``tuned_runs`` job of ``<method>+tuned`` on ``dataset``: the tuning's choice, then the
@@ -143,7 +143,8 @@ class _Jobs:
             self.prepared(dataset, list(dict.fromkeys(r["fold"] for r in spec["runs"])))
         out = plan.TUNED_RUNS.format(experiment=experiment, dataset=dataset, method=method)
         self.add("tuned_runs", out, needs, experiment=experiment, dataset=dataset, method=method)
-        self.by_output[out].runs = [r["dir"] for r in spec["runs"]]
+        self.by_output[out].runs = [r["dir"] for r in plan.tuning_job_runs(self.config, "tuned_runs", experiment,
+                                                                            dataset, method)]
 
     def evaluation(self, name: str, dataset: str) -> None:
         ev = plan.evaluation(self.config, name, dataset)

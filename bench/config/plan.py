@@ -1998,6 +1998,20 @@ def tuned_runs_spec(config: dict[str, Any], experiment: str, dataset: str, metho
             "config_out": RUN_CONFIG.format(experiment=experiment, dataset=dataset, method=method), "runs": runs}
 
 
+def tuning_job_runs(config: dict[str, Any], rule: str, experiment: str, dataset: str,
+                    method: str) -> list[dict[str, Any]]:
+    """The runs a tuning's job trains, in order, each as ``{rule, method, fold, seed, dir}``: a
+    ``tune`` job's every configuration with each tuning seed (:func:`tune_spec`), a ``tuned_runs``
+    job's chosen configuration on its folds and seeds (:func:`tuned_runs_spec`)."""
+    if rule == "tune":
+        spec = tune_spec(config, experiment, dataset, method)
+        return [{"rule": p["rule"], "method": p["run"], "fold": spec["fold"], "seed": seed, "dir": d}
+                for p in spec["methods"][method]["points"] for seed, d in zip(spec["seeds"], p["dirs"])]
+    chosen = tuned_runs_spec(config, experiment, dataset, method)
+    return [{"rule": chosen["rule"], "method": chosen["run"], "fold": r["fold"], "seed": r["seed"], "dir": r["dir"]}
+            for r in chosen["runs"]]
+
+
 def tuned_runs_inputs(config: dict[str, Any], experiment: str, dataset: str, method: str) -> list[str]:
     """What ``ltr-bench tuned-runs`` needs: the tuning record, the folds its runs train on and, for a
     compared loss, the check that the frozen baselines reproduce."""

@@ -518,22 +518,16 @@ def tuning_job(ctx: Context, job: Job) -> Projection:
     configuration's cost, :func:`_run_entry`), its peak the largest of theirs (a run's memory is
     freed before the next starts; the choice reads records of a few kB)."""
     w = job.wildcards
-    key = (str(w["experiment"]), str(w["dataset"]), str(w["method"]))
-    if job.rule == "tune":
-        spec = plan.tune_spec(ctx.config, *key)
-        runs = [(p["rule"], p["run"], spec["fold"], seed) for p in spec["methods"][key[2]]["points"]
-                for seed in spec["seeds"]]
-        work = f"{len(spec['methods'][key[2]]['points'])} configurations x {len(spec['seeds'])} seed(s)"
-    else:
-        spec = plan.tuned_runs_spec(ctx.config, *key)
-        runs = [(spec["rule"], spec["run"], r["fold"], r["seed"]) for r in spec["runs"]]
-        work = f"{len(runs)} runs of the chosen configuration"
+    experiment, dataset = str(w["experiment"]), str(w["dataset"])
+    runs = plan.tuning_job_runs(ctx.config, job.rule, experiment, dataset, str(w["method"]))
+    work = (f"{len(runs)} runs of {len({r['method'] for r in runs})} configurations" if job.rule == "tune"
+            else f"{len(runs)} runs of the chosen configuration")
     proj = Projection(work=f"{work}, one after another", seconds=0.0, host_bytes=0, gpu_bytes=0, disk_bytes=0,
                       note="tuning configurations projected at the default configuration's cost")
-    for rule, method, fold, seed in runs:
-        run_job = Job(rule, plan.RUN.format(experiment=key[0], dataset=key[1], fold=fold, method=method, seed=seed),
-                      {"experiment": key[0], "dataset": key[1], "fold": fold, "method": method, "seed": seed})
-        _add_run(proj, project(ctx, run_job))
+    for run in runs:
+        _add_run(proj, project(ctx, Job(run["rule"], run["dir"], {"experiment": experiment, "dataset": dataset,
+                                                                   "fold": run["fold"], "method": run["method"],
+                                                                   "seed": run["seed"]})))
     return proj
 
 

@@ -65,7 +65,7 @@ class NotCalibrated(ConfigError):
 
 def device_kind(config: dict[str, Any], rule: str, wildcards: dict[str, Any] | None = None) -> str:
     """The device a rule's jobs run on: ``cuda`` for GPU rules when the config says ``gpu: true``
-    (a ``tune`` job runs on its method's run kind's device: it trains the method's runs)."""
+    (a tuning's job runs on its method's run kind's device: it trains the method's runs, :func:`device_rule`)."""
     return "cuda" if config.get("gpu") and device_rule(config, rule, wildcards) in GPU_RULES else "cpu"
 
 
@@ -125,15 +125,12 @@ def request(config: dict[str, Any], rule: str, wildcards: dict[str, Any], attemp
 
 
 def _runs_in(config: dict[str, Any], rule: str, wildcards: dict[str, Any]) -> int:
-    """How many runs the job trains one after another: a ``tune`` job its configurations x tuning
-    seeds, a ``tuned_runs`` job the chosen configuration's runs, any other 1."""
-    key = (str(wildcards.get("experiment")), str(wildcards.get("dataset")), str(wildcards.get("method")))
-    if rule == "tune":
-        spec = plan.tune_spec(config, *key)
-        return len(spec["methods"][key[2]]["points"]) * len(spec["seeds"])
-    if rule == "tuned_runs":
-        return len(plan.tuned_runs_spec(config, *key)["runs"])
-    return 1
+    """How many runs the job trains one after another: a tuning's job its runs
+    (:func:`bench.config.plan.tuning_job_runs`), any other 1."""
+    if rule not in kinds.TUNING_RULES:
+        return 1
+    return len(plan.tuning_job_runs(config, rule, str(wildcards["experiment"]), str(wildcards["dataset"]),
+                                    str(wildcards["method"])))
 
 
 def _step_bytes(calibration: Calibration | None) -> int:

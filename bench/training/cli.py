@@ -225,6 +225,18 @@ def tuned_runs_from_cli(args) -> int:
     return 0
 
 
+#: a tuned method's two commands: (help line, --spec, --out, what runs them)
+TUNING_COMMANDS = {
+    "tune": ("train a tuned method's configurations on the tuning fold, then choose one on its validation",
+             "JSON: the configurations, their run configs and runs (bench.config.plan.tune_spec)",
+             "results/tuning/<experiment>/<dataset>/<method>.json", tune_from_cli),
+    "tuned-runs": ("train a tuned method's chosen configuration on the folds and seeds the tuning did not",
+                   "JSON: the tuning record, the configurations' run configs and the runs "
+                   "(bench.config.plan.tuned_runs_spec)",
+                   "results/tuning/<experiment>/<dataset>/<method>+tuned.json", tuned_runs_from_cli),
+}
+
+
 def _add_training_options(p) -> None:
     p.add_argument("--device", default="auto", choices=DEVICE_CHOICES)
     p.add_argument("--threads", type=int, default=0, help="compute threads of each run (0: the library's default)")
@@ -243,17 +255,9 @@ def register_cli(subparsers) -> None:
         p.add_argument("--checkpoint-dir", default=None,
                        help="runs that checkpoint (train): default .<out name>.ckpt next to --out")
         p.set_defaults(func=run_from_cli)
-    t = subparsers.add_parser("tune", help="train a tuned method's configurations on the tuning fold, then choose one "
-                                           "on its validation")
-    t.add_argument("--spec", required=True, help="JSON: the configurations, their run configs and runs "
-                                                 "(bench.config.plan.tune_spec)")
-    t.add_argument("--out", required=True, help="results/tuning/<experiment>/<dataset>/<method>.json")
-    _add_training_options(t)
-    t.set_defaults(func=tune_from_cli)
-    r = subparsers.add_parser("tuned-runs", help="train a tuned method's chosen configuration on the folds and seeds "
-                                                 "the tuning did not")
-    r.add_argument("--spec", required=True, help="JSON: the tuning record, the configurations' run configs and the "
-                                                 "runs (bench.config.plan.tuned_runs_spec)")
-    r.add_argument("--out", required=True, help="results/tuning/<experiment>/<dataset>/<method>+tuned.json")
-    _add_training_options(r)
-    r.set_defaults(func=tuned_runs_from_cli)
+    for name, (line, spec_help, out_help, func) in TUNING_COMMANDS.items():
+        c = subparsers.add_parser(name, help=line)
+        c.add_argument("--spec", required=True, help=spec_help)
+        c.add_argument("--out", required=True, help=out_help)
+        _add_training_options(c)
+        c.set_defaults(func=func)

@@ -73,10 +73,16 @@ PRELOAD = (
 )
 # called once after the imports, before any fork ("module:function"): work every job would repeat
 WARM_UP = (
-    "bench.losses.permutahedron:warm_up",  # the soft rank's numba kernels: ~1 s a process otherwise
+    "bench.losses.permutahedron:warm_up",  # the soft rank's numba kernels: ~1 s a process otherwise (CACHE_WARM_UP)
     "bench.config.schema:warm_up",  # the config schema, which every run job reads
     "bench.report.figures:warm_up",  # matplotlib's fonts, mathtext and PDF backend: ~1.3 s a figure job
 )
+# the warm-ups whose work is a compile cache on disk (numba's ``cache=True``): each also runs in a
+# helper process started before the server's imports, so that the compile (16 s in a fresh clone,
+# one core) overlaps them instead of following them while every queued job waits; the server's
+# own call then loads what the helper wrote (under a second)
+CACHE_WARM_UP = frozenset({"bench.losses.permutahedron:warm_up"})
+_RUN_WARM_UP = "import importlib, sys; m, f = sys.argv[1].split(':'); getattr(importlib.import_module(m), f)()"
 _HEADER = struct.Struct("!Q")  # request length
 _STATUS = struct.Struct("!i")  # exit status
 _N_FDS = 3  # stdin, stdout, stderr
@@ -149,15 +155,19 @@ def _recv_exactly(sock: socket.socket, n: int) -> bytes | None:
 
 
 def serve(path: str | os.PathLike, run: Callable[[list[str]], int], preload: tuple[str, ...] = PRELOAD,
-          log: Callable[[str], None] = print, warm_up: tuple[str, ...] = WARM_UP) -> None:
+          log: Callable[[str], None] = print, warm_up: tuple[str, ...] = WARM_UP,
+          cache_warm_up: frozenset[str] = CACHE_WARM_UP) -> None:
     """Listen on ``path`` and run each request in a forked child until told to stop.
 
     ``run(argv) -> exit status`` runs one command in the child (``bench.cli.run_command``;
     passed in so that this module, below the CLI, never imports it).
 
     The socket is bound before the imports, so clients that connect early queue in the
-    backlog and are served once the imports and the warm-ups (:data:`WARM_UP`) are done. Returns (and removes the socket) on
-    SIGTERM/SIGINT or when the parent process is gone.
+    backlog and are served once the imports and the warm-ups (:data:`WARM_UP`) are done. The
+    warm-ups in ``cache_warm_up`` (:data:`CACHE_WARM_UP`) first run in helper processes started
+    before the imports; the server runs them itself last, after its helpers have finished (a
+    helper that failed only means the server compiles, as it would without one). Returns (and
+    removes the socket) on SIGTERM/SIGINT or when the parent process is gone.
     """
     path = Path(path)
     parent = os.getppid()
@@ -171,17 +181,20 @@ def serve(path: str | os.PathLike, run: Callable[[list[str]], int], preload: tup
         signal.signal(sig, lambda signum, frame: stopping.append(signum))
     for var in THREAD_VARS:  # imported with none set: a job's own value is applied per job
         os.environ.pop(var, None)
+    helpers = _start_helpers([spec for spec in warm_up if spec in cache_warm_up], log)
     for name in preload:
         try:
             importlib.import_module(name)
         except ImportError as exc:  # an optional dependency: its jobs import it themselves
             log(f"job server: not preloading {name} ({exc})")
     for spec in warm_up:
-        module, function = spec.split(":")
-        try:
-            getattr(importlib.import_module(module), function)()
-        except Exception as exc:  # noqa: BLE001 - a warm-up is an optimisation: its jobs do the work themselves
-            log(f"job server: not warming up {spec} ({type(exc).__name__}: {exc})")
+        if spec not in cache_warm_up:
+            _warm_up(spec, log)
+    for helper in helpers:  # what they compiled is on disk once they exit
+        helper.wait()
+    for spec in warm_up:
+        if spec in cache_warm_up:
+            _warm_up(spec, log)
     default_threads = _torch_threads()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -213,6 +226,29 @@ def serve(path: str | os.PathLike, run: Callable[[list[str]], int], preload: tup
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
         log("job server: stopped")
+
+
+def _warm_up(spec: str, log: Callable[[str], None]) -> None:
+    """Run warm-up ``spec`` (``module:function``) in this process; a failure is logged, not raised."""
+    module, function = spec.split(":")
+    try:
+        getattr(importlib.import_module(module), function)()
+    except Exception as exc:  # noqa: BLE001 - a warm-up is an optimisation: its jobs do the work themselves
+        log(f"job server: not warming up {spec} ({type(exc).__name__}: {exc})")
+
+
+def _start_helpers(specs: list[str], log: Callable[[str], None]) -> list:
+    """One process per warm-up in ``specs`` (``module:function``), running it on its own; stdout
+    and stderr go where the server's go. A helper that cannot start is logged and skipped."""
+    import subprocess
+
+    helpers = []
+    for spec in specs:
+        try:
+            helpers.append(subprocess.Popen([sys.executable, "-c", _RUN_WARM_UP, spec], stdin=subprocess.DEVNULL))
+        except OSError as exc:
+            log(f"job server: no helper for {spec} ({exc}); the server warms it up alone")
+    return helpers
 
 
 def _accept(listener: socket.socket, jobs: dict, run, default_threads: int | None, log) -> None:

@@ -290,3 +290,33 @@ def test_every_warm_up_names_a_function_that_runs():
     for spec in WARM_UP:
         module, function = spec.split(":")
         getattr(importlib.import_module(module), function)()
+
+
+def test_a_cache_warm_up_runs_in_a_helper_first_then_in_the_server(tmp_path):
+    """A warm-up in CACHE_WARM_UP runs in a helper process started before the server's imports,
+    and in the server only after that helper has exited (then it loads what the helper wrote)."""
+    (tmp_path / "probe_warm_up.py").write_text(textwrap.dedent("""
+        import os, time
+        def record():
+            if os.getppid() != int(os.environ["SERVER_PID"]) and os.getpid() != int(os.environ["SERVER_PID"]):
+                return
+            time.sleep(0.5 if os.getpid() != int(os.environ["SERVER_PID"]) else 0)  # a helper compiles for a while
+            with open(os.environ["PROBE_FILE"], "a") as out:
+                out.write(f"{os.getpid()}\\n")
+    """))
+    probe, sock, log = tmp_path / "probe.txt", tmp_path / "socket", tmp_path / "server.log"
+    code = ("import os; os.environ['SERVER_PID'] = str(os.getpid()); from bench.jobserver import serve; "
+            f"serve({str(sock)!r}, lambda argv: 0, preload=(), warm_up=('probe_warm_up:record',), "
+            "cache_warm_up=frozenset({'probe_warm_up:record'}))")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]), "PROBE_FILE": str(probe)}
+    with log.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env, stderr=out, stdout=out)
+    try:
+        deadline = time.monotonic() + 60
+        while "ready" not in log.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        pids = [int(line) for line in probe.read_text().split()]
+        assert len(pids) == 2 and pids[0] != proc.pid and pids[1] == proc.pid, (pids, proc.pid)
+    finally:
+        _stop(proc)

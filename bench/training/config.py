@@ -19,7 +19,8 @@ schema's ``$defs/train``, ``workflows/schemas/config.schema.yaml``, read by
 
 - ``batch_size`` (16): lists per step. ``list_size`` (200): ``L_train``; every epoch each
   training query is sub-sampled (without replacement) or padded to it with the run's
-  seeded generator; ``null`` pads to the longest training query. ``test_list_size`` (null):
+  seeded generator; ``null``, or a value above the longest training query, pads to the
+  longest training query (wider padding changes no loss, only the time it takes). ``test_list_size`` (null):
   ``L_test``; null evaluates full lists, else a fixed seeded sub-sample per query of
   validation and test (:func:`bench.data.sublists.seeded_sublists`, drawn from
   ``(dataset, fold, split, "eval_lists", L_test)``, shared by every method and seed so

@@ -119,9 +119,20 @@ def setup(cfg: dict[str, Any], loss_call: LossCall, prepared, parts: tuple, devi
 
 
 def _list_size(tc: dict[str, Any], train: SplitData) -> int:
-    """``L_train``: ``train.list_size``, or (null) the longest training query."""
+    """``L_train``: ``train.list_size``, but never more than the longest training query (null:
+    the longest training query).
+
+    Slots beyond the longest query would be padding in every list of every batch: each loss
+    gives the same value and gradient without them (up to rounding; ``tests/losses/test_contract.py`` checks
+    every registered loss), the scorer never sees them, and the epoch's draws do not depend on
+    the width (:func:`~bench.training.batches.epoch_lists`), so they would only cost time -- a
+    list-wise loss's cost grows with the width, twice over for the ``L x L`` ones. The default
+    profile's unified protocol (``list_size: 60``) on syn-letor (queries of 8-30 documents)
+    trains at 30.
+    """
     lengths = train.offsets_np[1:] - train.offsets_np[:-1]
-    return tc["list_size"] or max(int(lengths.max()), 1)
+    longest = max(int(lengths.max()), 1)
+    return min(tc["list_size"], longest) if tc["list_size"] else longest
 
 
 def _trainables(cfg, loss_call: LossCall, parts: tuple, n_features: int, device: torch.device):

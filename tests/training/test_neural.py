@@ -329,6 +329,29 @@ def test_cuda_asked_without_a_gpu_trains_on_the_cpu_with_the_same_bytes(prepared
     assert (cuda / "scores.npy").read_bytes() == (cpu / "scores.npy").read_bytes()
 
 
+def test_list_size_never_exceeds_the_longest_training_query(prepared):
+    """``L_train`` is ``train.list_size`` capped at the longest training query (null: that query)."""
+    from types import SimpleNamespace
+
+    from bench.training.loop import _list_size
+
+    train = SimpleNamespace(offsets_np=np.array([0, 3, 10, 14]))  # queries of 3, 7 and 4 documents
+    assert [_list_size({"list_size": size}, train) for size in (None, 2, 7, 60)] == [7, 2, 7, 7]
+
+
+def test_padding_beyond_the_longest_query_trains_the_same_bytes(prepared, tmp_path):
+    """A list size far above every training query trains exactly the run at the longest query's size
+    (without the cap the extra padding changes the losses' rounding, and so the scores)."""
+    longest = int(np.diff(np.load(prepared / "train" / "offsets.npy")).max())
+    cfg = toy_neural_config("ranknet")
+    runs = []
+    for size in (longest, 10 * longest):
+        cfg["train"]["list_size"] = size
+        out = run_job(cfg, prepared, tmp_path / str(size), method="ranknet", seed=0, device="cpu", quiet=True)
+        runs.append(np.load(out / "scores.npy"))
+    assert np.array_equal(runs[0], runs[1])
+
+
 def test_epoch_lists_subsample_and_pad(prepared):
     from bench.data import load_prepared
 

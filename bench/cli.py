@@ -134,7 +134,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_command(argv: list[str]) -> int:
-    """Parse ``argv`` and run the sub-command in this process; its exit status."""
+    """Parse ``argv`` and run the sub-command in this process; its exit status.
+
+    Every command runs with glibc keeping freed heap memory for reuse
+    (:func:`bench.perf.process.keep_freed_heap`: a training step's temporaries were otherwise
+    faulted back in at every step, a third of a PL-Rank run's CPU time).
+    """
+    from bench.perf.process import keep_freed_heap  # imported here: a client that hands its command over never needs it
+
+    keep_freed_heap()
     args = _build_parser(_command(argv)).parse_args(argv)
     try:
         result = args.func(args)

@@ -77,11 +77,16 @@ WARM_UP = (
     "bench.config.schema:warm_up",  # the config schema, which every run job reads
     "bench.report.figures:warm_up",  # matplotlib's fonts, mathtext and PDF backend: ~1.3 s a figure job
 )
-# the warm-ups whose work is a compile cache on disk (numba's ``cache=True``): each also runs in a
-# helper process started before the server's imports, so that the compile (16 s in a fresh clone,
-# one core) overlaps them instead of following them while every queued job waits; the server's
-# own call then loads what the helper wrote (under a second)
+# the warm-ups whose work is a compile cache on disk (numba's ``cache=True``): each runs in a helper
+# process started before the server's imports, and the server serves without waiting for it (the
+# compile takes 16-20 s in a fresh clone, where every queued job used to wait); once the helper has
+# exited the server runs the warm-up itself, which loads what the helper wrote (under a second),
+# and a job forked before that waits for the helper where it needs the compiled code
+# (:func:`await_helpers`)
 CACHE_WARM_UP = frozenset({"bench.losses.permutahedron:warm_up"})
+# lock files, each held (flock, exclusive) by a helper for as long as it runs: what a job forked
+# while helpers still ran inherits, and waits on (await_helpers)
+_HELPER_LOCKS: list[str] = []
 _RUN_WARM_UP = "import importlib, sys; m, f = sys.argv[1].split(':'); getattr(importlib.import_module(m), f)()"
 _HEADER = struct.Struct("!Q")  # request length
 _STATUS = struct.Struct("!i")  # exit status
@@ -163,11 +168,13 @@ def serve(path: str | os.PathLike, run: Callable[[list[str]], int], preload: tup
     passed in so that this module, below the CLI, never imports it).
 
     The socket is bound before the imports, so clients that connect early queue in the
-    backlog and are served once the imports and the warm-ups (:data:`WARM_UP`) are done. The
-    warm-ups in ``cache_warm_up`` (:data:`CACHE_WARM_UP`) first run in helper processes started
-    before the imports; the server runs them itself last, after its helpers have finished (a
-    helper that failed only means the server compiles, as it would without one). Returns (and
-    removes the socket) on SIGTERM/SIGINT or when the parent process is gone.
+    backlog and are served once the imports and the warm-ups (:data:`WARM_UP`) are done. A
+    warm-up in ``cache_warm_up`` (:data:`CACHE_WARM_UP`) runs in a helper process started before
+    the imports instead, and the server does not wait for it: when the helper exits, the server
+    runs the warm-up itself (loading what the helper compiled; a helper that failed only means the
+    server compiles, as it would without one), and a job forked before then waits for the helper
+    where it needs its code (:func:`await_helpers`). Returns (and removes the socket) on
+    SIGTERM/SIGINT or when the parent process is gone.
     """
     path = Path(path)
     parent = os.getppid()
@@ -181,7 +188,7 @@ def serve(path: str | os.PathLike, run: Callable[[list[str]], int], preload: tup
         signal.signal(sig, lambda signum, frame: stopping.append(signum))
     for var in THREAD_VARS:  # imported with none set: a job's own value is applied per job
         os.environ.pop(var, None)
-    helpers = _start_helpers([spec for spec in warm_up if spec in cache_warm_up], log)
+    helpers = _start_helpers([spec for spec in warm_up if spec in cache_warm_up], path, log)
     for name in preload:
         try:
             importlib.import_module(name)
@@ -190,11 +197,6 @@ def serve(path: str | os.PathLike, run: Callable[[list[str]], int], preload: tup
     for spec in warm_up:
         if spec not in cache_warm_up:
             _warm_up(spec, log)
-    for helper in helpers:  # what they compiled is on disk once they exit
-        helper.wait()
-    for spec in warm_up:
-        if spec in cache_warm_up:
-            _warm_up(spec, log)
     default_threads = _torch_threads()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -202,13 +204,16 @@ def serve(path: str | os.PathLike, run: Callable[[list[str]], int], preload: tup
     jobs: dict[int, tuple[socket.socket, int]] = {}  # pidfd -> (client socket, pid)
     try:
         while not stopping and os.getppid() == parent:
-            watched = [listener, *(conn for conn, _ in jobs.values()), *jobs]
+            watched = [listener, *(conn for conn, _ in jobs.values()), *jobs, *helpers]
             try:
                 ready, _, _ = select.select(watched, [], [], 1.0)
             except InterruptedError:
                 continue
             for item in ready:
-                if item is listener:
+                if isinstance(item, _Helper):
+                    helpers.remove(item)
+                    item.finish(log)
+                elif item is listener:
                     _accept(listener, jobs, run, default_threads, log)
                 elif isinstance(item, int):
                     _finish(item, jobs, log)
@@ -218,6 +223,8 @@ def serve(path: str | os.PathLike, run: Callable[[list[str]], int], preload: tup
                             with contextlib.suppress(ProcessLookupError):
                                 os.kill(pid, signal.SIGKILL)
     finally:
+        for helper in helpers:
+            helper.stop()
         for conn, pid in jobs.values():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
@@ -237,18 +244,79 @@ def _warm_up(spec: str, log: Callable[[str], None]) -> None:
         log(f"job server: not warming up {spec} ({type(exc).__name__}: {exc})")
 
 
-def _start_helpers(specs: list[str], log: Callable[[str], None]) -> list:
-    """One process per warm-up in ``specs`` (``module:function``), running it on its own; stdout
-    and stderr go where the server's go. A helper that cannot start is logged and skipped."""
-    import subprocess
+class _Helper:
+    """A helper process running one cache warm-up (:data:`CACHE_WARM_UP`) while the server serves.
 
-    helpers = []
-    for spec in specs:
+    It holds an exclusive ``flock`` on its lock file for as long as it runs: the server takes the
+    lock, hands the open file to the helper and closes its own copy before it forks any job, so
+    the lock is released exactly when the helper exits (however it exits).
+    """
+
+    def __init__(self, spec: str, lock: Path) -> None:
+        import fcntl
+        import subprocess
+
+        self.spec, self.lock = spec, lock
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            helpers.append(subprocess.Popen([sys.executable, "-c", _RUN_WARM_UP, spec], stdin=subprocess.DEVNULL))
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            self.proc = subprocess.Popen([sys.executable, "-c", _RUN_WARM_UP, spec], stdin=subprocess.DEVNULL,
+                                         pass_fds=(fd,))
+        finally:
+            os.close(fd)  # the helper's copy keeps the lock
+        self.pidfd = os.pidfd_open(self.proc.pid)
+        _HELPER_LOCKS.append(str(lock))
+
+    def fileno(self) -> int:  # select() reports the helper readable once it has exited
+        return self.pidfd
+
+    def finish(self, log: Callable[[str], None]) -> None:
+        """The helper has exited: load what it compiled into the server, so later jobs inherit it."""
+        code = self.proc.wait()
+        os.close(self.pidfd)
+        if code != 0:
+            log(f"job server: the helper warming up {self.spec} exited with status {code}; the server warms it up")
+        _warm_up(self.spec, log)
+        _HELPER_LOCKS.remove(str(self.lock))
+        self.lock.unlink(missing_ok=True)
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+        os.close(self.pidfd)
+        self.lock.unlink(missing_ok=True)
+
+
+def _start_helpers(specs: list[str], path: Path, log: Callable[[str], None]) -> list[_Helper]:
+    """One helper per warm-up in ``specs`` (``module:function``), its lock file beside the socket
+    ``path``; stdout and stderr go where the server's go. One that cannot start is logged and
+    skipped (the server then warms it up itself, at once)."""
+    helpers = []
+    for number, spec in enumerate(specs):
+        try:
+            helpers.append(_Helper(spec, path.with_name(f"{path.name}.helper{number}.lock")))
         except OSError as exc:
             log(f"job server: no helper for {spec} ({exc}); the server warms it up alone")
+            _warm_up(spec, log)
     return helpers
+
+
+def await_helpers() -> None:
+    """Wait until the job server's helpers that were running when this job was forked have exited.
+
+    A no-op outside a served job, and in a job forked after the helpers finished. Called where
+    a job first needs what a cache warm-up compiles (:data:`CACHE_WARM_UP`): it then loads the
+    helper's cache instead of compiling the same code beside it.
+    """
+    import fcntl
+
+    for lock in list(_HELPER_LOCKS):
+        try:
+            with open(lock, "rb") as fh:
+                fcntl.flock(fh, fcntl.LOCK_SH)  # granted once the helper has exited
+        except OSError:
+            pass  # gone: the helper finished and the server removed its lock
+    _HELPER_LOCKS.clear()
 
 
 def _accept(listener: socket.socket, jobs: dict, run, default_threads: int | None, log) -> None:

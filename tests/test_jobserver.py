@@ -292,22 +292,33 @@ def test_every_warm_up_names_a_function_that_runs():
         getattr(importlib.import_module(module), function)()
 
 
-def test_a_cache_warm_up_runs_in_a_helper_first_then_in_the_server(tmp_path):
-    """A warm-up in CACHE_WARM_UP runs in a helper process started before the server's imports,
-    and in the server only after that helper has exited (then it loads what the helper wrote)."""
+def test_a_cache_warm_up_compiles_in_a_helper_while_the_server_serves(tmp_path):
+    """A warm-up in CACHE_WARM_UP runs in a helper process; the server serves without waiting for
+    it, a job forked meanwhile waits for the helper where it needs its code (await_helpers), and
+    the server runs the warm-up itself once the helper has exited (loading what it wrote)."""
     (tmp_path / "probe_warm_up.py").write_text(textwrap.dedent("""
         import os, time
         def record():
-            if os.getppid() != int(os.environ["SERVER_PID"]) and os.getpid() != int(os.environ["SERVER_PID"]):
-                return
-            time.sleep(0.5 if os.getpid() != int(os.environ["SERVER_PID"]) else 0)  # a helper compiles for a while
+            server = int(os.environ["SERVER_PID"])
+            if os.getpid() != server:  # the helper: compiles for a while
+                time.sleep(1.5)
             with open(os.environ["PROBE_FILE"], "a") as out:
-                out.write(f"{os.getpid()}\\n")
+                out.write(f"{'server' if os.getpid() == server else 'helper'} {time.time()}\\n")
     """))
     probe, sock, log = tmp_path / "probe.txt", tmp_path / "socket", tmp_path / "server.log"
-    code = ("import os; os.environ['SERVER_PID'] = str(os.getpid()); from bench.jobserver import serve; "
-            f"serve({str(sock)!r}, lambda argv: 0, preload=(), warm_up=('probe_warm_up:record',), "
-            "cache_warm_up=frozenset({'probe_warm_up:record'}))")
+    code = textwrap.dedent(f"""
+        import os, time
+        os.environ["SERVER_PID"] = str(os.getpid())
+        from bench.jobserver import await_helpers, serve
+        def run(argv):
+            started = time.time()
+            await_helpers()
+            with open({str(probe)!r}, "a") as out:
+                out.write(f"job {{started}} {{time.time()}}\\n")
+            return 0
+        serve({str(sock)!r}, run, preload=(), warm_up=("probe_warm_up:record",),
+              cache_warm_up=frozenset({{"probe_warm_up:record"}}))
+    """)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]), "PROBE_FILE": str(probe)}
     with log.open("w") as out:
         proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env, stderr=out, stdout=out)
@@ -316,7 +327,16 @@ def test_a_cache_warm_up_runs_in_a_helper_first_then_in_the_server(tmp_path):
         while "ready" not in log.read_text():
             assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
             time.sleep(0.05)
-        pids = [int(line) for line in probe.read_text().split()]
-        assert len(pids) == 2 and pids[0] != proc.pid and pids[1] == proc.pid, (pids, proc.pid)
+        assert not probe.exists()  # ready before the helper finished
+        served = _ltr_bench("anything", sock=sock)
+        assert served.returncode == 0, served.stderr
+        while len(probe.read_text().splitlines()) < 3:
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        lines = {line.split()[0]: [float(x) for x in line.split()[1:]] for line in probe.read_text().splitlines()}
+        (job_started, job_went_on), (helper_done,), (server_warm,) = lines["job"], lines["helper"], lines["server"]
+        assert job_started < helper_done <= job_went_on  # the job waited for the helper
+        assert helper_done <= server_warm  # the server warmed up after its helper had exited
+        assert list(tmp_path.glob("socket.helper*.lock")) == []
     finally:
         _stop(proc)

@@ -91,6 +91,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from bench.jit import njit
+from bench.jobserver import await_helpers
 from bench.losses._common import check_positive
 
 Regularization = Literal["l2", "kl"]
@@ -402,6 +403,7 @@ def isotonic_blocks(first: Tensor, second: Tensor | None, lengths: Tensor) -> Te
     """
     a = first.detach().to("cpu", torch.float64).contiguous().numpy()
     b = a if second is None else second.detach().to("cpu", torch.float64).contiguous().numpy()
+    _await_compile()
     blocks = _pav_blocks(a, b, lengths.to("cpu", torch.int64).numpy(), second is not None)
     return torch.from_numpy(blocks).to(first.device)
 
@@ -420,11 +422,24 @@ def _back(out: np.ndarray, like: Tensor | tuple[torch.device, torch.dtype]) -> T
     return result if device.type == "cpu" and result.dtype == dtype else result.to(device, dtype)
 
 
+_compiled = False  # this process has the kernels (warm_up ran, or a projection did)
+
+
+def _await_compile() -> None:
+    """In a job forked while the job server's helper compiled the kernels, wait for the helper
+    (then numba loads its cache) instead of compiling them a second time beside it."""
+    global _compiled
+    if not _compiled:
+        await_helpers()
+        _compiled = True
+
+
 class _Projection(torch.autograd.Function):
     """:func:`_forward` and :func:`_backward` as one autograd node over ``[N, L]`` rows."""
 
     @staticmethod
     def forward(ctx, theta: Tensor, mask: Tensor, epsilon: float, rank: bool, kl: bool) -> Tensor:  # type: ignore[override]
+        _await_compile()
         work = theta.dtype if theta.dtype in (torch.float32, torch.float64) else torch.float32
         out, *ctx.state = _forward(_host(theta.detach(), work), _host(mask, torch.bool), epsilon, rank, kl)
         ctx.config = (epsilon, rank, kl, work, theta.device, theta.dtype)
@@ -501,8 +516,10 @@ def warm_up() -> None:
     and a server that computed would hand its choice to every child, pinned ones included
     (:mod:`bench.training.determinism`).
     """
+    global _compiled
     mask = np.array([[True, True, False]])
     for dtype in (np.float32, np.float64):
         theta = np.array([[1.0, 0.0, 2.0]], dtype=dtype)
         out, *state = _forward(theta, mask, 1.0, True, False)
         _backward(np.ones_like(out), *state, 1.0, True, False)
+    _compiled = True

@@ -87,7 +87,8 @@ CACHE_WARM_UP = frozenset({"bench.losses.permutahedron:warm_up"})
 # lock files, each held (flock, exclusive) by a helper for as long as it runs: what a job forked
 # while helpers still ran inherits, and waits on (await_helpers)
 _HELPER_LOCKS: list[str] = []
-_RUN_WARM_UP = "import importlib, sys; m, f = sys.argv[1].split(':'); getattr(importlib.import_module(m), f)()"
+# a helper's program: the server's own _warm_up, its failure logged to the server's log
+_RUN_WARM_UP = "import sys; from bench.jobserver import _warm_up; _warm_up(sys.argv[1], lambda m: print(m, file=sys.stderr))"
 _HEADER = struct.Struct("!Q")  # request length
 _STATUS = struct.Struct("!i")  # exit status
 _N_FDS = 3  # stdin, stdout, stderr

@@ -126,9 +126,7 @@ def _list_size(tc: dict[str, Any], train: SplitData) -> int:
     gives the same value and gradient without them (up to rounding; ``tests/losses/test_contract.py`` checks
     every registered loss), the scorer never sees them, and the epoch's draws do not depend on
     the width (:func:`~bench.training.batches.epoch_lists`), so they would only cost time -- a
-    list-wise loss's cost grows with the width, twice over for the ``L x L`` ones. The default
-    profile's unified protocol (``list_size: 60``) on syn-letor (queries of 8-30 documents)
-    trains at 30.
+    list-wise loss's cost grows with the width, twice over for the ``L x L`` ones.
     """
     lengths = train.offsets_np[1:] - train.offsets_np[:-1]
     longest = max(int(lengths.max()), 1)

@@ -201,3 +201,20 @@ def test_uniform_dropout_keeps_each_unit_with_probability_one_minus_p_and_scales
     assert torch.equal(xg.grad, (out.detach() != 0).float() * 2.0)  # the gradient is the mask / (1 - p)
     with pytest.raises(ValueError, match="dropout probability"):
         UniformDropout(1.0)
+
+
+def test_real_rows_are_boolean_indexing_exactly():
+    """The scorer's row gather (index_select on flat positions) is ``x[mask]``: the same rows in
+    the same order, bit for bit, for ragged masks, an empty list and a batch with no real item;
+    and it back-propagates to exactly the selected rows."""
+    from bench.models import real_rows
+
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(4, 7, 5, generator=g)
+    mask = torch.rand(4, 7, generator=g) > 0.4
+    mask[1] = False
+    for m in (mask, torch.zeros_like(mask), torch.ones_like(mask)):
+        assert torch.equal(real_rows(x, m), x[m])
+    xg = x.clone().requires_grad_(True)
+    real_rows(xg, mask).sum().backward()
+    assert torch.equal(xg.grad, mask[..., None].expand_as(x).to(x.dtype))

@@ -277,14 +277,16 @@ def train_step(f: Fit, rows: Tensor, *, lr: float, tau: float | None,
     that error. The loop takes every step through here; code that times single steps calls it.
     """
     tc, tr = f.tc, f.trainables
-    tr.model.train()
+    if not tr.model.training:  # train() walks every submodule: only after validation switched it off
+        tr.model.train()
     for group in tr.optimizer.param_groups:
         group["lr"] = lr
     x, y, mask = gather(f.splits["train"], rows, f.device)
     with autocast(f.device, tc["amp"], on_cpu=f.amp_on_cpu):
         s = f.loss_call.scorer_outputs(tr.model, x, mask)
     loss = f.loss_call(s.float(), y, mask, tau=tau, gen=tr.loss_gen)
-    tr.optimizer.zero_grad(set_to_none=True)
+    for p in f.params:  # Adam.zero_grad(set_to_none=True) without its hooks' overhead (f.params are Adam's)
+        p.grad = None
     loss.backward()
     if tc["grad_clip"] is not None:
         gnorm = nn.utils.clip_grad_norm_(f.params, float(tc["grad_clip"]))
